@@ -89,6 +89,8 @@ def main():
     ap.add_argument("--rope-theta", type=float, default=10000.0)
     ap.add_argument("--tie", action=argparse.BooleanOptionalAction, default=True,
                     help="tie lm_head to embed_tokens (default; --no-tie for an untied lm_head)")
+    ap.add_argument("--plant", action=argparse.BooleanOptionalAction, default=True,
+                    help="initialise layer 0 head 0 as a previous-token head (model.plant_prev_token_head)")
     ap.add_argument("--lr", type=float, default=None, help="override the curriculum's peak lr")
     ap.add_argument("--wd", type=float, default=0.1)
     ap.add_argument("--clip", type=float, default=1.0)
@@ -127,6 +129,8 @@ def main():
                  bos_token_id=R.tok.bos, eos_token_id=R.tok.eos)
     model = LlamaForCausalLM(cfg)
     model.init_weights(args.seed)
+    if getattr(args, "plant", False):
+        model.plant_prev_token_head()
     opt = make_optimizer(model, cur["lr"], args.wd)
     step = 0
     if ck is not None:
