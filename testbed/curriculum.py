@@ -104,6 +104,12 @@ CURRICULA["v5"] = dict(CURRICULA["v4"], phases=[
     dict(CURRICULA["v4"]["phases"][1], steps=600),
     dict(CURRICULA["v4"]["phases"][2], steps=600)] + CURRICULA["v4"]["phases"][3:])
 
+# v6: v5 after the kv-list tokenization fix, with a longer, repeat-dominated first phase
+CURRICULA["v6"] = dict(CURRICULA["v5"], phases=[
+    dict(name="rep", steps=800, lens={64: 0.5, 128: 0.5},
+         mix={"rep": 0.7, "niah": 0.15, "kv": 0.1, "text": 0.05},
+         params={"niah": NIAH_W1, "kv": KV_EARLY, "rep": dict(words=0.3)})] + CURRICULA["v5"]["phases"][1:])
+
 # TESTBED_NOTES try 2, replicated (second-seed hedge): single-token needles and lists at 128 first
 CURRICULA["v4b"] = dict(CURRICULA["v4"], phases=[
     dict(name="words", steps=600, lens={128: 1.0},

@@ -340,7 +340,9 @@ def gen_kv(R, rng, L, p, pool="train"):
     vals = [make_value(R, rng, vkind, pool) for _ in keys]
     if style == 0:
         head = R.cont("\n\nHere is a list of keys and %ss:" % tv)
-        lines = [R.cont("\n%s: %s" % (k, v)) for k, v in zip(keys, vals)]
+        # "- key": a key at a line start would tokenize without its word-start piece ("f|old" vs
+        # "▁fold" in the question) and the lookup could not match (bug until session 6)
+        lines = [R.cont("\n- %s: %s" % (k, v)) for k, v in zip(keys, vals)]
         qfmt, afmt = "\n\nWhat is the %s for {k}? The %s for {k} is" % (tv, tv), " {v}"
     elif style == 1:
         head = R.cont("\n\nJSON data:\n{")
@@ -349,7 +351,7 @@ def gen_kv(R, rng, L, p, pool="train"):
     else:
         head = R.cont("\n\nList:")
         lines = [R.cont(" %s = %s," % (k, v)) for k, v in zip(keys, vals)]
-        qfmt, afmt = "\n{k} =", " {v}"
+        qfmt, afmt = "\n {k} =", " {v}"
     n_q = int(rng.integers(1, min(n, p["max_queries"]) + 1))
     qi = rng.permutation(n)[:n_q]
     tail = []
