@@ -44,7 +44,7 @@ CURRICULA = {
         phases=[
             # Induction heads first. Measured: mixed with text and lookups, no head formed in
             # 1,500 steps (copy of random words 10%, associative recall 0%); a model of this code
-            # trained only on repeated random tokens gets 100% in 150 steps. So phase 0 is almost
+            # trained only on a fixed-offset repeat gets 100% in 150 steps (a positional head -- see README Status). So phase 0 is almost
             # all synthetic copying / no-separator recall, in half-size batches (steps matter).
             dict(name="induct", steps=400, lens={128: 1.0}, tokens_per_step=2048,
                  mix={"copy": 0.50, "mqar": 0.35, "text": 0.15},
@@ -75,7 +75,7 @@ NIAH_MIX = dict(key_kinds={"word1": 0.4, "adjnoun": 0.6}, value_kinds={"word1": 
 
 # v4 (session 6): the three earlier "main" curricula never formed lookup heads (copy 10%, lookups
 # ~0% after 1,500 steps). What measurably works here: repeated random tokens (an induction head in
-# ~150 steps) and single-token key/value needles on short sequences (TESTBED_NOTES try 2). So:
+# ~150 steps -- later found to be a fixed-offset artefact, README Status) and single-token key/value needles on short sequences (TESTBED_NOTES try 2). So:
 # repeats first, then RULER-worded needles dominate every phase; text stays at 15-20%.
 CURRICULA["v4"] = dict(
     tokens_per_step=4096, warmup=100, lr=2e-3, min_lr_frac=0.1,

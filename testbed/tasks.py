@@ -499,7 +499,8 @@ def gen_copy(R, rng, L, p):
 def gen_rep(R, rng, L, p):
     """Repeated random tokens (the classic induction-head task): a random sequence of m tokens
     (single-token nouns, or any non-control token) and its repetition, again and again until L.
-    Only an induction head predicts the repeats; measured: this alone forms one in ~150 steps."""
+    Only a content-based induction head predicts the repeats (random block lengths rule out a
+    fixed-offset head); measured: slow to form here, see README Status and probe_induction.py."""
     b = Builder(R.tok.bos)
     while len(b) < L:
         m = int(rng.integers(8, max(9, L // 3)))
