@@ -120,6 +120,11 @@ CURRICULA["v4b"] = dict(CURRICULA["v4"], phases=[
 CURRICULA["diag_rep"] = dict(tokens_per_step=4096, warmup=50, lr=1e-3, min_lr_frac=0.1, phases=[
     dict(name="rep", steps=400, lens={128: 1.0}, mix={"rep": 1.0}, params={"rep": dict(words=0.0)})])
 
+# warm start: pure repeats with the planted head until a content-based induction head exists
+# (then continue a lookup curriculum from its checkpoint)
+CURRICULA["rep_warm"] = dict(tokens_per_step=4096, warmup=50, lr=2e-3, min_lr_frac=0.1, phases=[
+    dict(name="rep", steps=3000, lens={64: 0.7, 128: 0.3}, mix={"rep": 1.0}, params={"rep": dict(words=0.3)})])
+
 # a few-minute pipeline check: same phases, tiny step counts
 CURRICULA["tiny"] = dict(CURRICULA["main"], warmup=20, phases=[
     dict(p, steps=s) for p, s in zip(CURRICULA["main"]["phases"], [200, 100, 60, 20, 10, 5])])
