@@ -6,6 +6,7 @@
 #include <fstream>
 #include <string>
 #include <vector>
+#include <unistd.h>
 
 namespace kvs::test {
 
@@ -49,6 +50,7 @@ struct TempDir {
     std::filesystem::remove_all(path, ec);
   }
   std::string operator/(const std::string& f) const { return (path / f).string(); }
+  std::string str() const { return path.string(); }
 };
 
 }  // namespace kvs::test
