@@ -125,6 +125,23 @@ CURRICULA["diag_rep"] = dict(tokens_per_step=4096, warmup=50, lr=1e-3, min_lr_fr
 CURRICULA["rep_warm"] = dict(tokens_per_step=4096, warmup=50, lr=2e-3, min_lr_frac=0.1, phases=[
     dict(name="rep", steps=3000, lens={64: 0.7, 128: 0.3}, mix={"rep": 1.0}, params={"rep": dict(words=0.3)})])
 
+# v7 (session 7): starts from the planted induction circuit (train.py --plant induction, plant.py),
+# which copies repeated random tokens at 75-84% at step 0. So no repeat warm-up: lookups at once,
+# short phases, then the evaluation lengths.
+# Peak lr 5e-4: measured at step 100, lr 3e-3 wiped the circuit out (copy 66% -> 6%), 1e-3 kept
+# copy at 39%, 5e-4 at 53% with a lower loss (runs p7a/p7b/p7c of session 7).
+CURRICULA["v7"] = dict(
+    tokens_per_step=4096, warmup=100, lr=5e-4, min_lr_frac=0.1,
+    phases=[
+        dict(name="lookup", steps=300, lens={128: 0.5, 256: 0.5},
+             mix={"niah": 0.35, "kv": 0.15, "mqar": 0.1, "copy": 0.1, "rep": 0.1, "text": 0.2},
+             params={"niah": NIAH_MIX, "kv": KV_EARLY, "mqar": MQAR_EARLY, "rep": dict(words=0.5),
+                     "copy": dict(partial=0.3)}),
+        dict(CURRICULA["v4"]["phases"][2], steps=500),
+        dict(CURRICULA["v4"]["phases"][3], steps=700),
+        dict(CURRICULA["v4"]["phases"][4], steps=1500),
+    ])
+
 # a few-minute pipeline check: same phases, tiny step counts
 CURRICULA["tiny"] = dict(CURRICULA["main"], warmup=20, phases=[
     dict(p, steps=s) for p, s in zip(CURRICULA["main"]["phases"], [200, 100, 60, 20, 10, 5])])

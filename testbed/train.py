@@ -24,6 +24,7 @@ import torch.nn.functional as F
 
 from . import curriculum as C
 from .model import Config, LlamaForCausalLM
+from .plant import plant_induction_circuit
 from .tasks import Resources, make_batch, KIND_NAMES, K_ANS, K_COPY
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -86,11 +87,13 @@ def main():
     ap.add_argument("--heads", type=int, default=8)
     ap.add_argument("--kv-heads", type=int, default=4)
     ap.add_argument("--ctx", type=int, default=2048)
-    ap.add_argument("--rope-theta", type=float, default=10000.0)
+    ap.add_argument("--rope-theta", type=float, default=1e6,
+                    help="RoPE base (1e6 as Qwen2: head_dim 32 needs low-frequency pairs for content matching)")
     ap.add_argument("--tie", action=argparse.BooleanOptionalAction, default=True,
                     help="tie lm_head to embed_tokens (default; --no-tie for an untied lm_head)")
-    ap.add_argument("--plant", action=argparse.BooleanOptionalAction, default=True,
-                    help="initialise layer 0 head 0 as a previous-token head (model.plant_prev_token_head)")
+    ap.add_argument("--plant", default="induction", choices=["induction", "prev", "none"],
+                    help="initialisation: induction = the two-layer induction circuit (plant.py, default); "
+                         "prev = a previous-token head only (model.plant_prev_token_head); none = random")
     ap.add_argument("--lr", type=float, default=None, help="override the curriculum's peak lr")
     ap.add_argument("--wd", type=float, default=0.1)
     ap.add_argument("--clip", type=float, default=1.0)
@@ -129,8 +132,12 @@ def main():
                  bos_token_id=R.tok.bos, eos_token_id=R.tok.eos)
     model = LlamaForCausalLM(cfg)
     model.init_weights(args.seed)
-    if getattr(args, "plant", False):
+    plant = {True: "prev", False: "none"}.get(getattr(args, "plant", "none"), getattr(args, "plant", "none"))
+    if plant == "prev":  # runs before session 7 stored a boolean
         model.plant_prev_token_head()
+    elif plant == "induction":
+        info = plant_induction_circuit(model, args.seed)
+        print("planted induction circuit:", info, flush=True)
     opt = make_optimizer(model, cur["lr"], args.wd)
     step = 0
     if ck is not None:
