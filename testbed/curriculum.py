@@ -137,9 +137,9 @@ CURRICULA["v7"] = dict(
              mix={"niah": 0.35, "kv": 0.15, "mqar": 0.1, "copy": 0.1, "rep": 0.1, "text": 0.2},
              params={"niah": NIAH_MIX, "kv": KV_EARLY, "mqar": MQAR_EARLY, "rep": dict(words=0.5),
                      "copy": dict(partial=0.3)}),
-        dict(CURRICULA["v4"]["phases"][2], steps=500),
-        dict(CURRICULA["v4"]["phases"][3], steps=700),
-        dict(CURRICULA["v4"]["phases"][4], steps=1500),
+        dict(CURRICULA["v4"]["phases"][2], steps=400),
+        dict(CURRICULA["v4"]["phases"][3], steps=500),
+        dict(CURRICULA["v4"]["phases"][4], steps=800),
     ])
 
 # a few-minute pipeline check: same phases, tiny step counts
