@@ -17,6 +17,7 @@ import torch
 
 from . import tasks as T
 from .model import Config, LlamaForCausalLM, apply_rope, rope_cos_sin
+from .plant import plant_induction_circuit
 
 
 def check(cond, msg):
@@ -92,6 +93,26 @@ def main():
             ref[0, 0, p, i] = x1 * np.cos(th) - x2 * np.sin(th)
             ref[0, 0, p, i + d // 2] = x2 * np.cos(th) + x1 * np.sin(th)
     check(float((apply_rope(x, cos, sin) - ref).abs().max()) < 1e-5, "RoPE is HF rotate-half (pairs i, i+d/2)")
+    # planted induction circuit (plant.py): copies repeated random ids before any training, at any
+    # offset (random block lengths), and the layer-0 heads attend to the previous token
+    pc = Config(tie_word_embeddings=True, rope_theta=1e6)
+    pm = LlamaForCausalLM(pc)
+    pm.init_weights(3)
+    plant_induction_circuit(pm, 3)
+    g = torch.Generator().manual_seed(5)
+    xs, ms = [], []
+    for _ in range(8):
+        ids, msk = [1], [False]
+        while len(ids) < 256:
+            blk = torch.randint(3, pc.vocab_size, (int(torch.randint(8, 60, (1,), generator=g)),), generator=g).tolist()
+            ids += blk + blk
+            msk += [False] * (len(blk) + 1) + [True] * (len(blk) - 1)
+        xs.append(ids[:256]); ms.append(msk[:256])
+    xb, mb = torch.tensor(xs), torch.tensor(ms)
+    with torch.no_grad():
+        pred = pm(xb[:, :-1]).argmax(-1)
+    acc = float((pred == xb[:, 1:])[mb[:, 1:]].float().mean())
+    check(acc > 0.6, "planted induction circuit copies repeats at step 0 (%.0f%% at 256 tokens)" % (100 * acc))
 
     # 4. export
     from .export import export, load_hf, read_safetensors, write_safetensors
