@@ -124,6 +124,7 @@ compared on a model that genuinely depends on specific context tokens. Not a gen
 | parameters | {params} |
 | weights | model.safetensors, {dtype} |
 | tokenizer | SentencePiece BPE {vocab} (byte fallback, split digits), testbed/tokenizer.model; BOS=1 always prepended |
+| initialisation | {init} |
 | training | curriculum `{curriculum}`, seed {seed}, {steps} steps, {tokens} tokens, {minutes} min wall on 1-2 CPU threads |
 | data | RULER Paul Graham essays, PG-19 books 22424/10985/10321, GSM8K train, SQuAD train (11 articles) + synthetic retrieval tasks (needles, key-value lists, variable tracking, "Repeat the previous context" copying) |
 | held out | WikiText-2 test, PG-19 book 10146, SQuAD dev contexts, GSM8K test, HotpotQA, LongBench; 1/8 of the RULER noun/adjective lists (eval keys/values) |
@@ -144,6 +145,15 @@ Needle: ` One of the special magic numbers for {{key}} is: {{value}}.` inside th
 KVzip reconstruction: `<context>` + `\\n\\nRepeat the previous context exactly.` + `<context>` (token-level
 concatenation, as KVzip does) and `\\n\\nRepeat the part of the previous context exactly, starting with ` + 8 tokens.
 """
+
+
+INIT_TEXT = {
+    "none": "random normal (std 0.02)",
+    "prev": "random normal, layer 0 head 0 planted as a previous-token head (model.plant_prev_token_head)",
+    "induction": "random normal with a planted two-layer induction circuit (testbed/plant.py: layer-0 "
+                 "previous-token heads and layer-1 induction heads on query heads 0 and 2, which copy repeated "
+                 "tokens before training); every weight trained afterwards",
+}
 
 
 def acc_table(evals):
@@ -203,7 +213,8 @@ def export(ckpt_path, out, dtype="f16", tok_path=None, name=None):
         ffn=cfg.intermediate_size, eps=cfg.rms_norm_eps, theta=cfg.rope_theta, ctx=cfg.max_position_embeddings,
         tie=cfg.tie_word_embeddings, params="{:,}".format(nparams), dtype=st_dtype, vocab=cfg.vocab_size,
         curriculum=args.get("curriculum", "?"), seed=args.get("seed", "?"), steps=ck["step"],
-        tokens="{:,}".format(ck.get("extra", {}).get("tokens", 0)), minutes=minutes, acc_table=acc_table(evals))
+        tokens="{:,}".format(ck.get("extra", {}).get("tokens", 0)), minutes=minutes, acc_table=acc_table(evals),
+        init=INIT_TEXT.get({True: "prev", False: "none"}.get(args.get("plant"), args.get("plant", "none")), "random"))
     with open(os.path.join(out, "README.md"), "w") as f:
         f.write(card)
     return out
