@@ -2,8 +2,9 @@
 
   /usr/bin/python3 -m testbed.probe_induction --task fixed          # a random block, then the same block:
                                                                    # solvable by a fixed-offset head (~100 steps)
-  /usr/bin/python3 -m testbed.probe_induction --task rep [--plant]  # tasks.gen_rep: random lengths, needs a
-                                                                   # content-based induction head (slow: see README)
+  /usr/bin/python3 -m testbed.probe_induction --task rep [--plant prev|induction]
+                                                                   # tasks.gen_rep: random lengths, needs a
+                                                                   # content-based induction head (slow unless planted: README)
 Prints teacher-forced accuracy on the repeated tokens every 25 steps.
 """
 import argparse
@@ -13,13 +14,14 @@ import torch
 import torch.nn.functional as F
 
 from .model import Config, LlamaForCausalLM
+from .plant import plant_induction_circuit
 from .tasks import Resources, make_batch
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--task", choices=["fixed", "rep"], default="rep")
-    ap.add_argument("--plant", action="store_true")
+    ap.add_argument("--plant", choices=["none", "prev", "induction"], default="none")
     ap.add_argument("--len", type=int, default=64)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--steps", type=int, default=300)
@@ -27,11 +29,13 @@ def main():
     a = ap.parse_args()
     torch.set_num_threads(1)
     R = Resources() if a.task == "rep" else None
-    cfg = Config(num_hidden_layers=4, tie_word_embeddings=True)
+    cfg = Config(num_hidden_layers=4, tie_word_embeddings=True, rope_theta=1e6 if a.plant == "induction" else 1e4)
     m = LlamaForCausalLM(cfg)
     m.init_weights(0)
-    if a.plant:
+    if a.plant == "prev":
         m.plant_prev_token_head()
+    elif a.plant == "induction":
+        plant_induction_circuit(m, 0)
     opt = torch.optim.AdamW(m.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.1)
     g = torch.Generator().manual_seed(0)
     B, t0 = 4096 // a.len, time.time()
