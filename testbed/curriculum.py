@@ -143,8 +143,8 @@ CURRICULA["v7"] = dict(
     ])
 
 # a few-minute pipeline check: same phases, tiny step counts
-CURRICULA["tiny"] = dict(CURRICULA["main"], warmup=20, phases=[
-    dict(p, steps=s) for p, s in zip(CURRICULA["main"]["phases"], [200, 100, 60, 20, 10, 5])])
+CURRICULA["tiny"] = dict(CURRICULA["v7"], warmup=20, phases=[
+    dict(p, steps=s) for p, s in zip(CURRICULA["v7"]["phases"], [60, 30, 20, 10])])
 
 
 def total_steps(cur):

@@ -78,7 +78,7 @@ class Logger:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--run", required=True, help="run name: testbed/runs/<run>/")
-    ap.add_argument("--curriculum", default="main", choices=sorted(C.CURRICULA))
+    ap.add_argument("--curriculum", default="v7", choices=sorted(C.CURRICULA))
     ap.add_argument("--seed", type=int, default=1, help="data + init seed")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--layers", type=int, default=4)
