@@ -78,6 +78,7 @@ def main():
     ap.add_argument("--hay", default="essays", choices=["essays", "pg19", "wikitext"])
     ap.add_argument("--sets", default=None)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--md", default=None, help="append the results as a markdown table to this file (a model card)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     if a.hf:
@@ -91,6 +92,23 @@ def main():
                          sets=a.sets.split(",") if a.sets else None, hay=a.hay, examples=True)
     res["eval_seconds"] = round(time.time() - t, 1)
     print(json.dumps(res, indent=1))
+    if a.md:
+        with open(a.md, "a") as f:
+            f.write(markdown_table(res, a.n, a.hay, a.seed))
+
+
+def markdown_table(res, n, hay, seed):
+    keys = [k for k in res if "@" in k and not k.endswith("_examples")]
+    names = [s[0] for s in EVAL_SETS if any(k.startswith(s[0] + "@") for k in keys)]
+    lens = sorted({int(k.split("@")[1]) for k in keys})
+    hay_txt = {"essays": "NIAH Paul Graham essays (text seen in training; needles never)",
+               "pg19": "PG-19 book 10146 (held out)", "wikitext": "WikiText-2 test (held out)"}[hay]
+    rows = ["", "### testbed.evaluate: haystack %s, n = %d per cell, seed %d" % (hay_txt, n, seed), "",
+            "| set | " + " | ".join(str(l) for l in lens) + " |", "|---|" + "---|" * len(lens)]
+    for nm in names:
+        rows.append("| %s | " % nm + " | ".join("%.0f%%" % (100 * res["%s@%d" % (nm, l)]) if "%s@%d" % (nm, l) in res
+                                                 else "-" for l in lens) + " |")
+    return "\n".join(rows) + "\n"
 
 
 if __name__ == "__main__":
