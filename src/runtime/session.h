@@ -61,7 +61,8 @@ class CompressedContext {
   // Needs prefill() to have been called (it reuses the context tokens, not the cache).
   Answer ask_query_aware(std::span<const int32_t> question, const AnswerOptions& opt);
 
-  // Replaces the cache (loading a saved compressed context); statistics are not restored.
+  // Replaces the cache (loading a saved compressed context); statistics are not restored: a press
+  // that evicts while decoding restarts its accumulation from zero for the loaded slots.
   void adopt(std::unique_ptr<KvCache> cache, size_t full_bytes, size_t full_slots);
 
   KvCache& cache() { return *cache_; }

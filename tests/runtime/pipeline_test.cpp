@@ -144,6 +144,31 @@ TEST(Pipeline, SaveLoadAskMatchesInMemory) {
   }
 }
 
+// A loaded context has no statistics; presses that evict while decoding (H2O needs accumulated
+// attention) must still answer from it, and keep evicting back to the budget.
+TEST(Pipeline, LoadedContextKeepsDecodeTimeEviction) {
+  auto model = Model::load(test::stories_gguf());
+  test::TempDir dir("kvc_decode");
+  Engine e(*model, {});
+  for (const char* press : {"h2o", "tova"}) {
+    SCOPED_TRACE(press);
+    CompressedContext c(e, spec_for(press, 0.4));
+    c.prefill(model->tokenizer->encode(kStory, true, false));
+    const int32_t budget = c.cache().max_len();
+    save_cache(dir / "c.kvc", c.cache(), {});
+    LoadedCache lc = load_cache(dir / "c.kvc", e.page_pool(), e.kv_layout());
+    CompressedContext loaded(e, spec_for(press, 0.4));
+    loaded.adopt(std::move(lc.cache), c.full_bytes(), c.full_slots());
+    AnswerOptions ao;
+    ao.max_new_tokens = 24;
+    ao.stop_at_eog = false;
+    const Answer a = loaded.ask(model->tokenizer->encode(" Who helped Lily?", false, false), ao);
+    EXPECT_EQ(a.tokens.size(), 24u);
+    EXPECT_EQ(a.max_head_len_end, budget);
+    EXPECT_EQ(loaded.cache().max_len(), budget);  // the loaded context itself is untouched
+  }
+}
+
 TEST(Pipeline, CorruptOrForeignCacheFilesAreRejected) {
   auto model = Model::load(test::stories_gguf());
   test::TempDir dir("kvc_bad");
