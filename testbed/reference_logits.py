@@ -7,8 +7,9 @@ model.safetensors by hand, tokenizes with SentencePiece (BOS prepended, as Llama
 and computes the forward pass in float32 with HF LlamaForCausalLM semantics (RMSNorm, rotate-half
 RoPE, GQA with repeat_kv, SwiGLU). Output: JSON lines in the same schema as
 ../shared/models/stories260K/reference.jsonl --
-  prompt, tokens (ids incl. BOS), logits (one row per position listed in logits_positions; all
-  positions for short prompts, the last --tail-rows positions for long ones), logits_positions,
+  prompt, tokens (ids incl. BOS), logits (one row per position listed in logits_positions: at most
+  --max-rows positions spread evenly over short prompts, always with the last one; the last
+  --tail-rows positions of long ones; rounded to 1e-5, far below the tests' 2e-3), logits_positions,
   greedy (--n-greedy ids after the prompt, no KV cache: each step recomputes the full forward),
   greedy_text
 plus, for the built-in needle prompt, needle_answer (the 7-digit value a retrieving model must
@@ -116,6 +117,7 @@ def main():
     ap.add_argument("--out", default=None, help="default: <model>/reference.jsonl")
     ap.add_argument("--n-greedy", type=int, default=32)
     ap.add_argument("--tail-rows", type=int, default=4, help="logit rows kept for long prompts")
+    ap.add_argument("--max-rows", type=int, default=8, help="logit rows kept for short prompts (keeps the file small)")
     ap.add_argument("--check-testbed", action="store_true")
     ap.add_argument("--threads", type=int, default=1)
     a = ap.parse_args()
@@ -133,7 +135,11 @@ def main():
         for prompt, answer in prompts:
             ids = [sp.bos_id()] + sp.encode(prompt)
             logits = ref.forward(ids)
-            pos = list(range(len(ids))) if len(ids) <= 64 else list(range(len(ids) - a.tail_rows, len(ids)))
+            n = len(ids)
+            if n > 64:
+                pos = list(range(n - a.tail_rows, n))
+            else:
+                pos = sorted({round(i * (n - 1) / max(1, a.max_rows - 1)) for i in range(min(n, a.max_rows))})
             seq = list(ids)
             greedy = []
             n_new = a.n_greedy if len(ids) <= 64 else 12
@@ -144,7 +150,7 @@ def main():
                 seq.append(nxt)
                 lg = ref.forward(seq)
             rec = {"prompt": prompt, "tokens": ids, "logits_positions": pos,
-                   "logits": [[round(float(v), 6) for v in logits[p]] for p in pos],
+                   "logits": [[round(float(v), 5) for v in logits[p]] for p in pos],
                    "greedy": greedy, "greedy_text": sp.decode(greedy)}
             if answer is not None:
                 rec["needle_answer"] = answer
