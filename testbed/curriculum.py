@@ -142,6 +142,13 @@ CURRICULA["v7"] = dict(
         dict(CURRICULA["v4"]["phases"][4], steps=800),
     ])
 
+# continuation of a committed v7 model to 2,048 tokens (train.py --init-from testbed/models/v7s1);
+# not run yet. ~4 s per 2,048-token step on one core.
+CURRICULA["v7_len2048"] = dict(
+    tokens_per_step=4096, warmup=50, lr=3e-4, min_lr_frac=0.1,
+    phases=[dict(CURRICULA["v4"]["phases"][4], name="len2048", steps=800, lens={2048: 0.5, 1024: 0.3, 512: 0.2},
+                 params=dict(later(8, 64, 96, 4, 3, 0.5), niah=niah(8, multivalue=0.1, digits=0.7), rep=dict(words=0.5)))])
+
 # a few-minute pipeline check: same phases, tiny step counts
 CURRICULA["tiny"] = dict(CURRICULA["v7"], warmup=20, phases=[
     dict(p, steps=s) for p, s in zip(CURRICULA["v7"]["phases"], [60, 30, 20, 10])])

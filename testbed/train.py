@@ -94,6 +94,9 @@ def main():
     ap.add_argument("--plant", default="induction", choices=["induction", "prev", "none"],
                     help="initialisation: induction = the two-layer induction circuit (plant.py, default); "
                          "prev = a previous-token head only (model.plant_prev_token_head); none = random")
+    ap.add_argument("--init-from", default=None,
+                    help="start from an exported HF directory (e.g. testbed/models/v7s1) instead of a fresh init: "
+                         "continues a committed model with another curriculum (fresh AdamW state)")
     ap.add_argument("--lr", type=float, default=None, help="override the curriculum's peak lr")
     ap.add_argument("--wd", type=float, default=0.1)
     ap.add_argument("--clip", type=float, default=1.0)
@@ -133,7 +136,15 @@ def main():
     model = LlamaForCausalLM(cfg)
     model.init_weights(args.seed)
     plant = {True: "prev", False: "none"}.get(getattr(args, "plant", "none"), getattr(args, "plant", "none"))
-    if plant == "prev":  # runs before session 7 stored a boolean
+    if getattr(args, "init_from", None):
+        from .export import load_hf
+        src = load_hf(args.init_from)
+        if src.cfg.to_dict() != cfg.to_dict():
+            sys.exit("--init-from %s: its config differs from this run's flags: %s vs %s" % (
+                args.init_from, src.cfg.to_dict(), cfg.to_dict()))
+        model.load_state_dict(src.state_dict())
+        print("initialised from", args.init_from, flush=True)
+    elif plant == "prev":  # runs before session 7 stored a boolean
         model.plant_prev_token_head()
     elif plant == "induction":
         info = plant_induction_circuit(model, args.seed)
