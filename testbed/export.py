@@ -214,7 +214,9 @@ def export(ckpt_path, out, dtype="f16", tok_path=None, name=None):
         tie=cfg.tie_word_embeddings, params="{:,}".format(nparams), dtype=st_dtype, vocab=cfg.vocab_size,
         curriculum=args.get("curriculum", "?"), seed=args.get("seed", "?"), steps=ck["step"],
         tokens="{:,}".format(ck.get("extra", {}).get("tokens", 0)), minutes=minutes, acc_table=acc_table(evals),
-        init=INIT_TEXT.get({True: "prev", False: "none"}.get(args.get("plant"), args.get("plant", "none")), "random"))
+        init=("continued from the exported model `%s` (its card says how it was trained)" % args["init_from"]
+              if args.get("init_from") else
+              INIT_TEXT.get({True: "prev", False: "none"}.get(args.get("plant"), args.get("plant", "none")), "random")))
     with open(os.path.join(out, "README.md"), "w") as f:
         f.write(card)
     return out
