@@ -85,13 +85,10 @@ void CompressedContext::compress_from(const CompressedContext& base) {
 
 void CompressedContext::adopt(std::unique_ptr<KvCache> cache, size_t full_bytes, size_t full_slots) {
   cache_ = std::move(cache);
-  // A .kvc holds the KV only, not the statistics. A press that evicts while decoding (H2O, TOVA)
-  // needs them on the fork, so it gets a fresh collector: the loaded slots start at zero and
-  // accumulate the attention of the questions and answers asked from here on.
-  if (spec_.trigger.kind == Trigger::Kind::EveryN && !spec_.press.is_full())
-    stats_ = make_stats();
-  else
-    stats_.reset();
+  // A .kvc holds the KV only, not the statistics: start a fresh collector, as prefill() does, so a
+  // press that evicts while decoding (H2O, TOVA) has them on the fork. The loaded slots start at
+  // zero and accumulate the attention of the questions and answers asked from here on.
+  stats_ = make_stats();
   context_.clear();
   full_bytes_ = full_bytes;
   full_slots_ = full_slots;
