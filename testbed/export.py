@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from .model import Config, LlamaForCausalLM
+from .plant import plant_kind
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DT = {"f32": ("F32", np.float32, "float32"), "f16": ("F16", np.float16, "float16")}
@@ -149,7 +150,7 @@ concatenation, as KVzip does) and `\\n\\nRepeat the part of the previous context
 
 INIT_TEXT = {
     "none": "random normal (std 0.02)",
-    "prev": "random normal, layer 0 head 0 planted as a previous-token head (model.plant_prev_token_head)",
+    "prev": "random normal, layer 0 head 0 planted as a previous-token head (plant.plant_prev_token_head)",
     "induction": "random normal with a planted two-layer induction circuit (testbed/plant.py: layer-0 "
                  "previous-token heads and layer-1 induction heads on query heads 0 and 2, which copy repeated "
                  "tokens before training); every weight trained afterwards",
@@ -216,7 +217,7 @@ def export(ckpt_path, out, dtype="f16", tok_path=None, name=None):
         tokens="{:,}".format(ck.get("extra", {}).get("tokens", 0)), minutes=minutes, acc_table=acc_table(evals),
         init=("continued from the exported model `%s` (its card says how it was trained)" % args["init_from"]
               if args.get("init_from") else
-              INIT_TEXT.get({True: "prev", False: "none"}.get(args.get("plant"), args.get("plant", "none")), "random")))
+              INIT_TEXT.get(plant_kind(args), "random")))
     with open(os.path.join(out, "README.md"), "w") as f:
         f.write(card)
     return out

@@ -176,42 +176,6 @@ class LlamaForCausalLM(nn.Module):
                 with torch.no_grad():
                     p.copy_(torch.randn(p.shape, generator=g) * s)
 
-    @torch.no_grad()
-    def plant_prev_token_head(self, layer=0, head=0, dim=0, kappa=1.0, amp=0.65, pairs=8, ov_gain=3.0):
-        """Initialise one attention head as a previous-token head (content-independent, attends to
-        position t-1), so training does not have to discover it.
-
-        Why: content-based induction heads (what needle retrieval and copying need) form here only
-        after a long plateau (measured: repeated random sequences of varying length, 0-2% copy
-        accuracy after 400 steps), because the induction head's QK circuit gets no gradient until a
-        previous-token head exists and vice versa. Breaking that tie with a planted previous-token
-        head is standard (e.g. Bietti et al. 2023, "Birth of a Transformer: a memory viewpoint").
-        Construction: embedding dimension `dim` gets the constant `kappa` for every token, so after
-        RMSNorm it is ~constant; the head's q and k read only that dimension, on the `pairs`
-        highest-frequency RoPE pairs, with k pre-rotated by +theta_j so that
-        q_m . k_n ~ sum_j cos((n - m + 1) theta_j) peaks at n = m - 1. `amp` sets the margin
-        (about 12 logits over every other offset up to 2,048 with the defaults). The value/output
-        weights stay random (a random projection of the previous token), scaled by `ov_gain`.
-        Everything stays trainable; the model is an ordinary Llama.
-        """
-        cfg = self.cfg
-        D, R = cfg.head_dim, cfg.num_attention_heads // cfg.num_key_value_heads
-        g = head // R
-        emb = self.model.embed_tokens.weight
-        emb[:, dim] = kappa
-        att = self.model.layers[layer].self_attn
-        theta = 1.0 / (cfg.rope_theta ** (torch.arange(0, D, 2, dtype=torch.float32) / D))
-        qrows = slice(head * D, (head + 1) * D)
-        krows = slice(g * D, (g + 1) * D)
-        att.q_proj.weight[qrows] = 0
-        att.k_proj.weight[krows] = 0
-        for j in range(pairs):
-            att.q_proj.weight[head * D + j, dim] = amp
-            att.k_proj.weight[g * D + j, dim] = amp * math.cos(theta[j])
-            att.k_proj.weight[g * D + j + D // 2, dim] = amp * math.sin(theta[j])
-        att.v_proj.weight[krows] *= ov_gain
-        att.o_proj.weight[:, qrows] *= ov_gain
-
     def forward(self, ids, past=None, start_pos=0, chunk=0, last_only=False):
         """ids [B, T] -> logits [B, T, V] (or [B, 1, V] with last_only).
         past: list of [k, v] per layer (filled/extended in place) for incremental decoding."""

@@ -1,8 +1,12 @@
-"""Planted induction circuit: initialise a testbed model so that it copies from its context at step 0.
+"""Planted circuits: initialise a testbed model so that it copies from its context at step 0.
+
+`plant_induction_circuit` (train.py --plant induction, the default) plants the whole circuit;
+`plant_prev_token_head` (--plant prev, runs v5/v6/rep_warm) only a previous-token head, which was
+not enough. `plant_kind` reads the choice back from a run's arguments.
 
 Why: measured on this machine (README, Status), a model of this size trained from a random init on
 repeated random tokens of random lengths sits on the induction-head plateau for 500+ steps (4k
-tokens/step) -- and an independent minimal GPT (`/tmp`-style probe, same data) plateaus the same way,
+tokens/step) -- and an independent minimal GPT written for the check (same data; not kept) plateaus the same way,
 so it is the known compute cost of forming induction heads (Olsson et al. 2022; Bietti et al. 2023
 needed ~30 M tokens), not a bug. Planting only the previous-token head shortened it a little. This
 module plants the whole two-layer induction circuit, so training starts from a model that already
@@ -50,6 +54,49 @@ def prev_head_margin(freqs, max_len):
     s = torch.cos((d[:, None] - 1) * freqs[None, :]).sum(-1)
     s[1] = -1e9
     return float(len(freqs) - s.max())
+
+
+@torch.no_grad()
+def plant_prev_token_head(model, layer=0, head=0, dim=0, kappa=1.0, amp=0.65, pairs=8, ov_gain=3.0):
+    """Initialise one attention head as a previous-token head (content-independent, attends to
+    position t-1), so training does not have to discover it.
+
+    Why: content-based induction heads (what needle retrieval and copying need) form here only
+    after a long plateau (measured: repeated random sequences of varying length, 0-2% copy
+    accuracy after 400 steps), because the induction head's QK circuit gets no gradient until a
+    previous-token head exists and vice versa. Breaking that tie with a planted previous-token
+    head is standard (e.g. Bietti et al. 2023, "Birth of a Transformer: a memory viewpoint").
+    Construction: embedding dimension `dim` gets the constant `kappa` for every token, so after
+    RMSNorm it is ~constant; the head's q and k read only that dimension, on the `pairs`
+    highest-frequency RoPE pairs, with k pre-rotated by +theta_j so that
+    q_m . k_n ~ sum_j cos((n - m + 1) theta_j) peaks at n = m - 1. `amp` sets the margin
+    (about 12 logits over every other offset up to 2,048 with the defaults). The value/output
+    weights stay random (a random projection of the previous token), scaled by `ov_gain`.
+    Everything stays trainable; the model is an ordinary Llama.
+    """
+    cfg = model.cfg
+    D, R = cfg.head_dim, cfg.num_attention_heads // cfg.num_key_value_heads
+    g = head // R
+    emb = model.model.embed_tokens.weight
+    emb[:, dim] = kappa
+    att = model.model.layers[layer].self_attn
+    theta = 1.0 / (cfg.rope_theta ** (torch.arange(0, D, 2, dtype=torch.float32) / D))
+    qrows = slice(head * D, (head + 1) * D)
+    krows = slice(g * D, (g + 1) * D)
+    att.q_proj.weight[qrows] = 0
+    att.k_proj.weight[krows] = 0
+    for j in range(pairs):
+        att.q_proj.weight[head * D + j, dim] = amp
+        att.k_proj.weight[g * D + j, dim] = amp * math.cos(theta[j])
+        att.k_proj.weight[g * D + j + D // 2, dim] = amp * math.sin(theta[j])
+    att.v_proj.weight[krows] *= ov_gain
+    att.o_proj.weight[:, qrows] *= ov_gain
+
+
+def plant_kind(args):
+    """The --plant choice of a run's args (a dict or Namespace); runs before session 7 stored a boolean."""
+    v = args.get("plant", "none") if isinstance(args, dict) else getattr(args, "plant", "none")
+    return {True: "prev", False: "none"}.get(v, v)
 
 
 @torch.no_grad()

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from .model import Config, LlamaForCausalLM
-from .plant import plant_induction_circuit
+from .plant import plant_induction_circuit, plant_prev_token_head
 from .tasks import Resources, make_batch
 
 
@@ -33,7 +33,7 @@ def main():
     m = LlamaForCausalLM(cfg)
     m.init_weights(0)
     if a.plant == "prev":
-        m.plant_prev_token_head()
+        plant_prev_token_head(m)
     elif a.plant == "induction":
         plant_induction_circuit(m, 0)
     opt = torch.optim.AdamW(m.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.1)

@@ -99,16 +99,8 @@ def main():
     pm = LlamaForCausalLM(pc)
     pm.init_weights(3)
     plant_induction_circuit(pm, 3)
-    g = torch.Generator().manual_seed(5)
-    xs, ms = [], []
-    for _ in range(8):
-        ids, msk = [1], [False]
-        while len(ids) < 256:
-            blk = torch.randint(3, pc.vocab_size, (int(torch.randint(8, 60, (1,), generator=g)),), generator=g).tolist()
-            ids += blk + blk
-            msk += [False] * (len(blk) + 1) + [True] * (len(blk) - 1)
-        xs.append(ids[:256]); ms.append(msk[:256])
-    xb, mb = torch.tensor(xs), torch.tensor(ms)
+    xn, _, kn, _ = T.make_batch(R, 5, 0, 256, 8, {"rep": 1.0}, {"rep": {"words": 0.0}})  # random ids
+    xb, mb = torch.from_numpy(xn), torch.from_numpy(kn == T.K_COPY)
     with torch.no_grad():
         pred = pm(xb[:, :-1]).argmax(-1)
     acc = float((pred == xb[:, 1:])[mb[:, 1:]].float().mean())

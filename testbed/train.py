@@ -24,7 +24,7 @@ import torch.nn.functional as F
 
 from . import curriculum as C
 from .model import Config, LlamaForCausalLM
-from .plant import plant_induction_circuit
+from .plant import plant_induction_circuit, plant_kind, plant_prev_token_head
 from .tasks import Resources, make_batch, KIND_NAMES, K_ANS, K_COPY
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -93,7 +93,7 @@ def main():
                     help="tie lm_head to embed_tokens (default; --no-tie for an untied lm_head)")
     ap.add_argument("--plant", default="induction", choices=["induction", "prev", "none"],
                     help="initialisation: induction = the two-layer induction circuit (plant.py, default); "
-                         "prev = a previous-token head only (model.plant_prev_token_head); none = random")
+                         "prev = a previous-token head only (plant.plant_prev_token_head); none = random")
     ap.add_argument("--init-from", default=None,
                     help="start from an exported HF directory (e.g. testbed/models/v7s1) instead of a fresh init: "
                          "continues a committed model with another curriculum (fresh AdamW state)")
@@ -135,7 +135,7 @@ def main():
                  bos_token_id=R.tok.bos, eos_token_id=R.tok.eos)
     model = LlamaForCausalLM(cfg)
     model.init_weights(args.seed)
-    plant = {True: "prev", False: "none"}.get(getattr(args, "plant", "none"), getattr(args, "plant", "none"))
+    plant = plant_kind(args)
     if getattr(args, "init_from", None):
         from .export import load_hf
         src = load_hf(args.init_from)
@@ -144,8 +144,8 @@ def main():
                 args.init_from, src.cfg.to_dict(), cfg.to_dict()))
         model.load_state_dict(src.state_dict())
         print("initialised from", args.init_from, flush=True)
-    elif plant == "prev":  # runs before session 7 stored a boolean
-        model.plant_prev_token_head()
+    elif plant == "prev":
+        plant_prev_token_head(model)
     elif plant == "induction":
         info = plant_induction_circuit(model, args.seed)
         print("planted induction circuit:", info, flush=True)
