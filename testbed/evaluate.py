@@ -97,18 +97,22 @@ def main():
             f.write(markdown_table(res, a.n, a.hay, a.seed))
 
 
-def markdown_table(res, n, hay, seed):
-    keys = [k for k in res if "@" in k and not k.endswith("_examples")]
-    names = [s[0] for s in EVAL_SETS if any(k.startswith(s[0] + "@") for k in keys)]
-    lens = sorted({int(k.split("@")[1]) for k in keys})
-    hay_txt = {"essays": "NIAH Paul Graham essays (text seen in training; needles never)",
-               "pg19": "PG-19 book 10146 (held out)", "wikitext": "WikiText-2 test (held out)"}[hay]
-    rows = ["", "### testbed.evaluate: haystack %s, n = %d per cell, seed %d" % (hay_txt, n, seed), "",
-            "| set | " + " | ".join(str(l) for l in lens) + " |", "|---|" + "---|" * len(lens)]
+def acc_rows(res, names):
+    """Markdown table lines: one row per set in `names`, one column per length in res ("set@L" keys)."""
+    lens = sorted({int(k.split("@")[1]) for k in res if "@" in k and not k.endswith("_examples")})
+    rows = ["| set | " + " | ".join(str(l) for l in lens) + " |", "|---|" + "---|" * len(lens)]
     for nm in names:
         rows.append("| %s | " % nm + " | ".join("%.0f%%" % (100 * res["%s@%d" % (nm, l)]) if "%s@%d" % (nm, l) in res
                                                  else "-" for l in lens) + " |")
-    return "\n".join(rows) + "\n"
+    return rows
+
+
+def markdown_table(res, n, hay, seed):
+    names = [s[0] for s in EVAL_SETS if any(k.startswith(s[0] + "@") and not k.endswith("_examples") for k in res)]
+    hay_txt = {"essays": "NIAH Paul Graham essays (text seen in training; needles never)",
+               "pg19": "PG-19 book 10146 (held out)", "wikitext": "WikiText-2 test (held out)"}[hay]
+    rows = ["", "### testbed.evaluate: haystack %s, n = %d per cell, seed %d" % (hay_txt, n, seed), ""]
+    return "\n".join(rows + acc_rows(res, names)) + "\n"
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from .model import Config, LlamaForCausalLM
+from .evaluate import acc_rows
 from .plant import plant_kind
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -162,11 +163,7 @@ def acc_table(evals):
         return "(no evaluation recorded yet)"
     last = evals[-1]["acc"]
     names = sorted({k.split("@")[0] for k in last})
-    lens = sorted({int(k.split("@")[1]) for k in last})
-    rows = ["| set | " + " | ".join(str(l) for l in lens) + " |", "|---|" + "---|" * len(lens)]
-    for n in names:
-        rows.append("| %s | " % n + " | ".join("%.0f%%" % (100 * last["%s@%d" % (n, l)]) if "%s@%d" % (n, l) in last else "-" for l in lens) + " |")
-    return "(step %d, n=%s per cell)\n\n" % (evals[-1]["step"], evals[-1].get("n", "?")) + "\n".join(rows)
+    return "(step %d, n=%s per cell)\n\n" % (evals[-1]["step"], evals[-1].get("n", "?")) + "\n".join(acc_rows(last, names))
 
 
 def export(ckpt_path, out, dtype="f16", tok_path=None, name=None):
