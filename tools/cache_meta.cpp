@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <filesystem>
 
 #include "core/error.h"
@@ -17,7 +18,12 @@ nlohmann::json cache_meta(const Model& m, const PressOptions& po, const PromptOp
   j["model_fingerprint"] = fmt::format("{:016x}", m.fingerprint);
   j["press"] = po.press;
   j["press_options"] = po.opts;
-  j["keep"] = po.keep;
+  const auto keep = po.keep_ratio();
+  j["keep"] = keep ? nlohmann::json(*keep) : nlohmann::json(nullptr);  // null: the press chose
+  if (po.quality > 0) j["quality"] = po.quality;
+  j["keep_measured"] = ctx.keep_measured();
+  j["keep_chosen"] = ctx.keep_chosen() ? nlohmann::json(*ctx.keep_chosen()) : nlohmann::json(nullptr);
+  j["press_state"] = press_state_to_json(ctx.press_state());
   j["budget"] = po.budget;
   j["sinks"] = po.sinks;
   j["window"] = po.window;
@@ -50,7 +56,9 @@ PressOptions press_options_from_meta(const nlohmann::json& meta) {
   try {
     po.press = meta.value("press", std::string("full"));
     po.opts = meta.value("press_options", std::vector<std::string>{});
-    po.keep = meta.value("keep", 1.0);
+    const auto& k = meta.contains("keep") ? meta.at("keep") : nlohmann::json(nullptr);
+    po.keep = k.is_null() ? std::string() : fmt::format("{}", k.get<double>());
+    po.quality = meta.value("quality", 0.0);
     po.budget = meta.value("budget", 0);
     po.sinks = meta.value("sinks", -1);
     po.window = meta.value("window", -1);
@@ -60,6 +68,31 @@ PressOptions press_options_from_meta(const nlohmann::json& meta) {
     fail("compressed-context header has a malformed press field: {}", e.what());
   }
   return po;
+}
+
+nlohmann::json press_state_to_json(const PressState& s) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [k, v] : s.values) j[k] = v;
+  return j;
+}
+
+PressState press_state_from_meta(const nlohmann::json& meta, const std::string& file) {
+  PressState s;
+  if (!meta.contains("press_state") || meta.at("press_state").is_null()) return s;
+  const auto& j = meta.at("press_state");
+  if (!j.is_object()) fail("{}: header field 'press_state' must be an object", file);
+  for (const auto& [k, v] : j.items()) {
+    if (!v.is_array()) fail("{}: press_state '{}' must be an array of numbers", file, k);
+    std::vector<double> xs;
+    for (const auto& x : v) {
+      if (!x.is_number()) fail("{}: press_state '{}' must be an array of numbers", file, k);
+      const double d = x.get<double>();
+      if (!std::isfinite(d)) fail("{}: press_state '{}' holds a non-finite number", file, k);
+      xs.push_back(d);
+    }
+    s.values[k] = std::move(xs);
+  }
+  return s;
 }
 
 PromptOptions prompt_options_from_meta(const nlohmann::json& meta) {

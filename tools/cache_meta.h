@@ -15,5 +15,9 @@ void check_cache_model(const nlohmann::json& meta, const Model& m, const std::st
 std::string meta_model_path(const nlohmann::json& meta, const std::string& file);
 PressOptions press_options_from_meta(const nlohmann::json& meta);
 PromptOptions prompt_options_from_meta(const nlohmann::json& meta);
+// The press's per-sequence state as saved in the header, and back (checked: an object of arrays
+// of finite numbers).
+nlohmann::json press_state_to_json(const PressState& s);
+PressState press_state_from_meta(const nlohmann::json& meta, const std::string& file);
 
 }  // namespace kvs::cli

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/timer.h"
 #include "press/registry.h"
+#include "runtime/engine_probe.h"
 
 namespace kvs::cli {
 namespace {
@@ -32,7 +33,8 @@ std::vector<int32_t> random_tokens(int n, int n_vocab, uint64_t seed) {
 }
 
 std::string stats_key(const StatsRequest& r) {
-  return fmt::format("{}{}{}w{}{}{}", r.col_sum, r.col_max, r.pre_rope_keys, r.window, r.queries, r.hidden_moments);
+  return fmt::format("{}{}{}w{}g{}{}", r.col_sum, r.col_max, r.pre_rope_keys, r.window, static_cast<int>(r.query_gram),
+                     r.hidden_moments);
 }
 
 void run_bench_press(BenchPressOptions o) {
@@ -52,11 +54,7 @@ void run_bench_press(BenchPressOptions o) {
       const std::string key = stats_key(req);
       if (prefilled.count(key)) return key;
       auto cache = engine.new_cache();
-      std::unique_ptr<StatsCollector> st;
-      if (req.any()) {
-        st = std::make_unique<StatsCollector>(engine.kv_layout(), engine.attn_shape(), req, engine.pool());
-        st->set_n_embd(engine.hp().n_embd);
-      }
+      std::unique_ptr<StatsCollector> st = engine.new_stats(req);
       Timer t;
       engine.forward(*cache, ctx, Logits::None, st.get());
       prefill_s[key] = t.seconds();
@@ -71,28 +69,32 @@ void run_bench_press(BenchPressOptions o) {
     fmt::print("|---|---:|---:|---:|---:|\n");
     for (const auto& name : o.presses) {
       Press p = make_press(name);
-      const std::string key = prefill(p.needs());
+      const std::string key = prefill(p.needs().stats);
       auto& [cache, st] = prefilled[key];
       auto fork = cache->fork();
       auto st_copy = st ? st->clone() : nullptr;
       CompressRequest r;
-      r.keep = 0.25;
+      if (!p.adaptive()) r.keep = 0.25;
       r.sinks = press_info(name).default_sinks;
-      CompressResult res = compress(*fork, st_copy.get(), p, r, engine.attn_shape(), engine.pool());
+      EngineProbe probe(engine, ctx);
+      PressState state;
+      CompressResult res = compress(*fork, st_copy.get(), p, r, engine.attn_shape(), engine.pool(), {&probe, &state});
       const double stats_s = st ? st->seconds() : 0.0;  // measured inside the collector
       fmt::print("| {} | {:.3f} s | {:.3f} s | {:.3f} s | {:.1f}% |\n", name, std::max(0.0, stats_s), res.score_seconds,
                  res.apply_seconds, 100.0 * (std::max(0.0, stats_s) + res.score_seconds + res.apply_seconds) / base_s);
     }
     fmt::print("\n| keep | KV held | decode tokens/s | ms/token |\n|---:|---:|---:|---:|\n");
     Press dp = make_press(o.decode_press);
-    const std::string key = prefill(dp.needs());
+    const std::string key = prefill(dp.needs().stats);
     for (double keep : o.keeps) {
       auto& [cache, st] = prefilled[key];
       auto fork = cache->fork();
       auto st_copy = st ? st->clone() : nullptr;
       CompressRequest r;
       r.keep = keep;
-      compress(*fork, st_copy.get(), dp, r, engine.attn_shape(), engine.pool());
+      EngineProbe probe(engine, ctx);
+      PressState state;
+      compress(*fork, st_copy.get(), dp, r, engine.attn_shape(), engine.pool(), {&probe, &state});
       const auto toks = random_tokens(o.n_decode, V, 7);
       engine.forward(*fork, std::span<const int32_t>(&toks[0], 1), Logits::Last);  // warm-up
       Timer t;

@@ -50,15 +50,20 @@ void run_ask(const AskOptions& o) {
   PressOptions po = press_options_from_meta(meta);
   PromptOptions pr = prompt_options_from_meta(meta);
   CompressedContext ctx(engine, po.spec());
-  ctx.adopt(std::move(lc.cache), meta.value("full_bytes", size_t{0}), meta.value("full_slots", size_t{0}));
+  ctx.adopt(std::move(lc.cache), meta.value("full_bytes", size_t{0}), meta.value("full_slots", size_t{0}),
+            press_state_from_meta(meta, o.file));
   AnswerOptions ao;
   ao.max_new_tokens = o.max_new;
   for (const auto& q : o.questions) {
     Answer ans = ctx.ask(pr.question_tokens(*model->tokenizer, q), ao);
     fmt::print("Q: {}\nA: {}\n", q, ans.text);
   }
-  fmt::print(stderr, "context: {} tokens compressed by {} (keep {}), KV held {}\n", ctx.context_tokens(), po.press,
-             po.keep, format_bytes(ctx.cache().bytes_held()));
+  const double measured = meta.value("keep_measured", ctx.keep_measured());
+  const auto& chosen = meta.contains("keep_chosen") ? meta.at("keep_chosen") : nlohmann::json(nullptr);
+  fmt::print(stderr, "context: {} tokens compressed by {} (keep {}{}; kept {:.3f}), KV held {}\n", ctx.context_tokens(),
+             po.press, ctx.spec().request.describe(),
+             chosen.is_number() ? fmt::format(", chose {:.3f}", chosen.get<double>()) : "", measured,
+             format_bytes(ctx.cache().bytes_held()));
 }
 
 }  // namespace

@@ -18,9 +18,18 @@ void register_presses(CLI::App& app) {
         fmt::print("{:<14} compresses: after prefill, then {}\n", "", p.default_trigger.describe());
       for (const auto& s : p.params)
         fmt::print("{:<14}   --opt {:<22} {}\n", "", s.name + "=" + s.default_value, s.doc);
+      if (!p.default_allocator.empty())
+        fmt::print("{:<14}   --opt {:<22} {}\n", "", "allocator=" + p.default_allocator,
+                   "budgets over layers and heads (see allocators below)");
     }
-    fmt::print("\nevery press: --keep R (fraction kept) | --budget N (tokens per head), --sinks N, --window N, "
-               "--trigger prefill|every:N|memory:BYTES\n");
+    fmt::print("\nallocators (--opt allocator=NAME with any press that scores tokens):\n");
+    for (const auto& a : allocator_registry()) {
+      fmt::print("{:<14} {}\n", a.name, a.description);
+      for (const auto& s : a.params)
+        fmt::print("{:<14}   --opt {:<22} {}\n", "", s.name + "=" + s.default_value, s.doc);
+    }
+    fmt::print("\nevery press: --keep R (fraction kept) | --budget N (tokens per head) | --keep auto (presses that "
+               "choose their own), --sinks N, --window N, --trigger prefill|every:N|memory:BYTES\n");
   });
 }
 

@@ -11,14 +11,17 @@ void print_context_report(const CompressedContext& ctx, Engine& engine, const Pr
   const KvCache& c = ctx.cache();
   const KvLayout& l = c.layout();
   const auto& r = ctx.result();
-  const double kept = ctx.full_slots() ? static_cast<double>(c.total_slots()) / ctx.full_slots() : 1.0;
-  fmt::print(stderr, "\npress {} (keep {}{}), {} context tokens, {}\n", ctx.spec().press.name, po.keep,
-             po.budget > 0 ? fmt::format(", budget {} tokens/head", po.budget) : "", ctx.context_tokens(),
+  const double kept = ctx.keep_measured();
+  const auto chosen = ctx.keep_chosen();
+  fmt::print(stderr, "\npress {} (keep {}{}), {} context tokens, {}\n", ctx.spec().press.name,
+             ctx.spec().request.describe(), chosen ? fmt::format(", chose keep {:.3f}", *chosen) : "",
+             ctx.context_tokens(),
              query_aware ? "query-aware (compressed per question)" : "query-agnostic (compressed before the questions)");
   if (!query_aware) {
-    fmt::print(stderr, "memory: KV held {} full -> {} kept ({:.1f}%), {} of {} token slots (keep {:.3f})\n",
+    fmt::print(stderr, "memory: KV held {} full -> {} kept ({:.1f}%), {} of {} token slots (keep {:.3f}{})\n",
                format_bytes(ctx.full_bytes()), format_bytes(c.bytes_held()),
-               ctx.full_bytes() ? 100.0 * c.bytes_held() / ctx.full_bytes() : 100.0, c.total_slots(), ctx.full_slots(), kept);
+               ctx.full_bytes() ? 100.0 * c.bytes_held() / ctx.full_bytes() : 100.0, c.total_slots(), ctx.full_slots(), kept,
+               chosen ? fmt::format(", chosen {:.3f}", *chosen) : "");
     fmt::print(stderr, "time: context prefill {:.3f} s, scoring {:.3f} s, compaction {:.3f} s\n", ctx.prefill_seconds(),
                r.score_seconds, r.apply_seconds);
   }

@@ -2,12 +2,16 @@
 
 #include "core/error.h"
 #include "press/registry.h"
+#include "runtime/chat_parts.h"
 
 namespace kvs::cli {
 
 void PressOptions::add(CLI::App* cmd) {
   cmd->add_option("--press", press, "compression method (see `kvshrink presses`)")->capture_default_str();
-  cmd->add_option("--keep", keep, "keep ratio: fraction of context tokens kept, in (0, 1]")->capture_default_str();
+  cmd->add_option("--keep", keep,
+                  "keep ratio: fraction of context tokens kept, in (0, 1]; 'auto' (or none) for presses that "
+                  "choose their own");
+  cmd->add_option("--quality", quality, "target quality in (0, 1] for a calibrated press (instead of --keep)");
   cmd->add_option("--budget", budget, "tokens kept per KV head (instead of --keep)")->check(CLI::Range(0, 1 << 30));
   cmd->add_option("--sinks", sinks, "first tokens always kept (default: the press's)");
   cmd->add_option("--window", window, "most recent tokens always kept (default: the press's)");
@@ -16,18 +20,29 @@ void PressOptions::add(CLI::App* cmd) {
   cmd->add_option("--press-seed", seed, "seed for randomised presses")->capture_default_str();
 }
 
+std::optional<double> PressOptions::keep_ratio() const {
+  if (keep.empty() || keep == "auto") return std::nullopt;
+  char* end = nullptr;
+  const double k = std::strtod(keep.c_str(), &end);
+  if (*end || !(k > 0.0 && k <= 1.0)) fail("--keep must be a ratio in (0, 1] or 'auto', got '{}'", keep);
+  return k;
+}
+
 CompressionSpec PressOptions::spec() const {
-  const PressInfo& info = press_info(press);
-  CompressionSpec s;
-  s.press = make_press(press, parse_params(opts));
-  if (!(keep > 0.0 && keep <= 1.0)) fail("--keep must be in (0, 1], got {}", keep);
-  s.request.keep = keep;
-  s.request.max_tokens = budget;
-  s.request.sinks = sinks >= 0 ? sinks : info.default_sinks;
-  s.request.window = window >= 0 ? window : info.default_window;
-  s.request.seed = seed;
-  s.trigger = trigger.empty() ? s.press.trigger : parse_trigger(trigger);
-  return s;
+  SpecArgs a;
+  a.press = press;
+  a.options = parse_params(opts);
+  a.keep = keep_ratio();
+  a.budget = budget;
+  if (quality != 0) {
+    if (!(quality > 0.0 && quality <= 1.0)) fail("--quality must be in (0, 1], got {}", quality);
+    a.quality = quality;
+  }
+  a.sinks = sinks;
+  a.window = window;
+  a.trigger = trigger;
+  a.seed = seed;
+  return make_compression_spec(a);
 }
 
 void PromptOptions::add(CLI::App* cmd) {
@@ -41,11 +56,8 @@ namespace {
 // Splits the rendered chat template around a marker so the context can be prefilled (and
 // compressed) before the question is known.
 std::pair<std::string, std::string> chat_parts(const Tokenizer& tok, const std::string& context) {
-  const std::string marker = "\x01KVSHRINK_QUESTION\x01";
-  const std::string full = tok.apply_chat_template({{"user", context + marker}}, true);
-  const auto p = full.find(marker);
-  if (p == std::string::npos) fail("the chat template lost the question marker");
-  return {full.substr(0, p), full.substr(p + marker.size())};
+  const ChatParts p = split_chat_template(tok);
+  return {p.head + context, p.tail};
 }
 }  // namespace
 

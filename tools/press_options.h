@@ -2,6 +2,7 @@
 #pragma once
 #include <CLI/CLI.hpp>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,7 +12,8 @@ namespace kvs::cli {
 
 struct PressOptions {
   std::string press = "full";
-  double keep = 1.0;
+  std::string keep;     // "" or "auto": none (adaptive presses choose); else a ratio in (0, 1]
+  double quality = 0;   // > 0: target quality of a calibrated press (instead of keep)
   int budget = 0;  // absolute tokens per head (overrides keep)
   int sinks = -1;  // -1 = the press's default
   int window = -1;
@@ -20,6 +22,8 @@ struct PressOptions {
   uint64_t seed = 0;
   void add(CLI::App* cmd);
   CompressionSpec spec() const;  // validates; throws kvs::Error
+  // The keep ratio given (none for "" / "auto"); throws kvs::Error on anything else.
+  std::optional<double> keep_ratio() const;
 };
 
 // How a context and a question become tokens.

@@ -2,20 +2,15 @@
 
 #include "core/error.h"
 #include "eval/text_util.h"
+#include "runtime/chat_parts.h"
 
 namespace kvs::eval {
 
 Prompter::Prompter(const Tokenizer& tok, PromptFormat f) : tok_(tok), f_(std::move(f)) {
   if (!f_.chat) return;
-  const std::string marker = "\x01KVSHRINK_EVAL\x01";
-  std::vector<ChatMessage> msgs;
-  if (!f_.system.empty()) msgs.push_back({"system", f_.system});
-  msgs.push_back({"user", marker});
-  const std::string full = tok_.apply_chat_template(msgs, true);
-  const auto p = full.find(marker);
-  if (p == std::string::npos) fail("the chat template lost the user content");
-  chat_head_ = full.substr(0, p);
-  chat_tail_ = full.substr(p + marker.size());
+  const ChatParts parts = split_chat_template(tok_, f_.system);
+  chat_head_ = parts.head;
+  chat_tail_ = parts.tail;
 }
 
 std::string Prompter::context_text(const std::string& context) const {

@@ -10,17 +10,12 @@
 #include <utility>
 #include <vector>
 
+#include "core/hash.h"
+
 namespace kvs::eval {
 
 // FNV-1a of a string, to turn names ("niah", "L1024") into stream words.
-inline uint64_t hash_str(std::string_view s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
+inline uint64_t hash_str(std::string_view s) { return fnv1a(s); }
 
 class Rng {
  public:

@@ -41,15 +41,14 @@ std::string keep_label(double k) { return fmt::format("{}", k); }
 double r6(double x) { return std::round(x * 1e6) / 1e6; }
 
 CompressionSpec make_spec(const EvalOptions& o, const GridEntry& g) {
-  const PressInfo& info = press_info(g.press->name);
-  CompressionSpec s;
-  s.press = make_press(g.press->name, g.press->params);
-  s.request.keep = g.keep;
-  s.request.sinks = o.sinks >= 0 ? o.sinks : info.default_sinks;
-  s.request.window = o.window >= 0 ? o.window : info.default_window;
-  s.request.seed = o.task.seed;
-  s.trigger = s.press.trigger;
-  return s;
+  SpecArgs a;
+  a.press = g.press->name;
+  a.options = g.press->params;
+  if (g.nominal) a.keep = g.keep;  // adaptive presses choose their own
+  a.sinks = o.sinks;
+  a.window = o.window;
+  a.seed = o.task.seed;
+  return make_compression_spec(a);
 }
 
 ojson base_record(const std::string& task, const Sample& smp, const GridEntry& g, const EvalOptions& o) {
@@ -135,6 +134,7 @@ ojson run_qa(Engine& engine, const EvalOptions& o, const std::string& task, cons
   r["full_slots"] = ctx.full_slots();
   r["kept_slots"] = kept_slots;
   r["measured_keep"] = r6(ctx.full_slots() ? static_cast<double>(kept_slots) / ctx.full_slots() : 1.0);
+  if (cr.keep_chosen) r["keep_chosen"] = r6(*cr.keep_chosen);
   r["prefill_s"] = r6(ctx.prefill_seconds());
   r["compress_s"] = r6(cr.score_seconds + cr.apply_seconds + decode_compress);
   r["question_prefill_s"] = r6(q_prefill);
@@ -194,7 +194,11 @@ PressEntry parse_press_entry(const std::string& s) {
   e.label = body;
   std::vector<std::string> kv(parts.begin() + 1, parts.end());
   e.params = parse_params(kv);
-  make_press(e.name, e.params);  // validates the name and options now, not mid-run
+  const Press p = make_press(e.name, e.params);  // validates the name and options now, not mid-run
+  if (e.adaptive && !p.adaptive())
+    fail("'{}': '{}' needs a keep ratio; '@auto' is for presses that choose their own (none of the fixed-budget presses)",
+         s, e.name);
+  if (!e.adaptive && p.adaptive()) e.adaptive = true;  // an adaptive press is always run once, at its own keep
   return e;
 }
 
@@ -322,7 +326,7 @@ EvalSummary run_eval(const EvalOptions& o, const Model& model, const EngineParam
     std::unique_ptr<CompressedContext> base;
     if (!pl.task->is_perplexity() && !o.query_aware && pl.todo.size() > 1) {
       try {
-        StatsRequest all;
+        Needs all;
         for (const GridEntry* g : pl.todo) all |= make_spec(o, *g).press.needs();
         CompressionSpec full;
         full.press = make_press("full");

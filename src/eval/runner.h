@@ -15,8 +15,9 @@
 
 namespace kvs::eval {
 
-// One press of the grid: "name", "name:key=value:key=value", with "@auto" for a press that
-// chooses its own budget (run once, placed at its measured keep).
+// One press of the grid: "name", "name:key=value:key=value". A press that chooses its own keep
+// ratio (adaptive: GVote, a calibrated press) runs once per sample, placed at its measured keep;
+// "@auto" says so explicitly and is refused for a fixed-budget press.
 struct PressEntry {
   std::string label;  // as given, without "@auto"
   std::string name;

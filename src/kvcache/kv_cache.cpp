@@ -151,13 +151,71 @@ bool KvCache::load_head(int layer, int kvh, const float* k, const float* v, cons
   return true;
 }
 
-bool KvCache::apply_head(HeadCache& h, const HeadEdit& e) {
-  const int P = layout_.page_tokens;
+void KvCache::check_edit(const HeadCache& h, const HeadEdit& e) const {
   const int32_t len = h.len();
-  // Row overwrites (merging).
   for (const RowWrite& w : e.writes) {
     KVS_ASSERT(w.slot >= 0 && w.slot < len);
-    if (!make_page_exclusive(h, static_cast<size_t>(w.slot / P))) return false;
+    KVS_ASSERT(w.k.empty() || static_cast<int>(w.k.size()) == layout_.head_dim);
+    KVS_ASSERT(w.v.empty() || static_cast<int>(w.v.size()) == layout_.head_dim);
+  }
+  for (size_t i = 0; i < e.keep.size(); ++i) {
+    KVS_ASSERT(e.keep[i] >= 0 && e.keep[i] < len);
+    KVS_ASSERT(i == 0 || e.keep[i] > e.keep[i - 1]);
+  }
+}
+
+// Pages one head's edit allocates (`alloc`) and returns to the free list (`freed`), in the order
+// apply_head() does it: copies of shared pages that are written, then either an in-place
+// compaction (frees the exclusive pages past the new end) or, when a page the compaction writes
+// into is still shared, a copy into fresh pages (then every exclusive old page is freed).
+KvCache::HeadPlan KvCache::plan_head(const HeadCache& h, const HeadEdit& e) const {
+  const int P = layout_.page_tokens;
+  HeadPlan plan;
+  std::vector<bool> copied(h.pages.size(), false);  // shared pages a row write makes exclusive
+  for (const RowWrite& w : e.writes) {
+    const size_t pi = static_cast<size_t>(w.slot / P);
+    if (!copied[pi] && pool_->refcount(h.pages[pi]) > 1) {
+      copied[pi] = true;
+      plan.alloc++;
+    }
+  }
+  const int32_t n = static_cast<int32_t>(e.keep.size());
+  if (n == h.len()) return plan;
+  const size_t new_pages = static_cast<size_t>((n + P - 1) / P);
+  auto exclusive = [&](size_t pi) { return copied[pi] || pool_->refcount(h.pages[pi]) == 1; };
+  bool shared = false;
+  for (size_t pi = 0; pi < new_pages && !shared; ++pi) shared = !exclusive(pi);
+  plan.copy_compaction = shared;
+  if (shared) {
+    plan.alloc += new_pages;
+    for (size_t pi = 0; pi < h.pages.size(); ++pi) plan.freed += exclusive(pi);
+  } else {
+    for (size_t pi = new_pages; pi < h.pages.size(); ++pi) plan.freed += exclusive(pi);
+  }
+  return plan;
+}
+
+size_t KvCache::pages_needed_for_edit(const CacheEdit& edit) const {
+  KVS_ASSERT(edit.heads.size() == heads_.size());
+  // Heads are edited one after the other: pages freed by one head can serve the next.
+  int64_t held = 0, peak = 0;
+  for (size_t i = 0; i < heads_.size(); ++i) {
+    if (!edit.heads[i].active) continue;
+    const HeadPlan p = plan_head(heads_[i], edit.heads[i]);
+    held += static_cast<int64_t>(p.alloc);
+    peak = std::max(peak, held);
+    held -= static_cast<int64_t>(p.freed);
+  }
+  return static_cast<size_t>(peak);
+}
+
+void KvCache::apply_head(HeadCache& h, const HeadEdit& e) {
+  const int P = layout_.page_tokens;
+  const int32_t len = h.len();
+  // Row overwrites (merging). Planned: make_page_exclusive cannot fail here.
+  for (const RowWrite& w : e.writes) {
+    const bool ok = make_page_exclusive(h, static_cast<size_t>(w.slot / P));
+    KVS_ASSERT(ok);
     if (!w.k.empty()) write_row(slot_ptr(h, w.slot, false), w.k.data());
     if (!w.v.empty()) write_row(slot_ptr(h, w.slot, true), w.v.data());
     if (h.mass.empty() && w.mass != 1.0f) h.mass.assign(static_cast<size_t>(len), 1.0f);
@@ -165,11 +223,7 @@ bool KvCache::apply_head(HeadCache& h, const HeadEdit& e) {
   }
   const auto& keep = e.keep;
   const int32_t n = static_cast<int32_t>(keep.size());
-  for (int32_t i = 0; i < n; ++i) {
-    KVS_ASSERT(keep[i] >= 0 && keep[i] < len);
-    KVS_ASSERT(i == 0 || keep[i] > keep[i - 1]);
-  }
-  if (n == len) return true;  // nothing dropped (keep is then exactly 0..len-1)
+  if (n == len) return;  // nothing dropped (keep is then exactly 0..len-1)
   const size_t new_pages = static_cast<size_t>((n + P - 1) / P);
   bool shared = false;
   for (size_t pi = 0; pi < new_pages && !shared; ++pi) shared = pool_->refcount(h.pages[pi]) > 1;
@@ -185,9 +239,12 @@ bool KvCache::apply_head(HeadCache& h, const HeadEdit& e) {
     h.pages.resize(new_pages);
   } else {
     // Copy into fresh pages, then drop the old (shared) ones.
-    if (!pool_->can_alloc(new_pages)) return false;
     HeadCache nh;
-    for (size_t pi = 0; pi < new_pages; ++pi) nh.pages.push_back(pool_->alloc());
+    for (size_t pi = 0; pi < new_pages; ++pi) {
+      const int32_t id = pool_->alloc();
+      KVS_ASSERT(id >= 0);  // planned
+      nh.pages.push_back(id);
+    }
     for (int32_t i = 0; i < n; ++i) {
       std::memcpy(slot_ptr(nh, i, false), slot_ptr(h, keep[i], false), rb);
       std::memcpy(slot_ptr(nh, i, true), slot_ptr(h, keep[i], true), rb);
@@ -203,13 +260,16 @@ bool KvCache::apply_head(HeadCache& h, const HeadEdit& e) {
     for (int32_t i = 0; i < n; ++i) mass[i] = h.mass[static_cast<size_t>(keep[i])];
     h.mass = std::move(mass);
   }
-  return true;
 }
 
 bool KvCache::apply(const CacheEdit& edit) {
   KVS_ASSERT(edit.heads.size() == heads_.size());
   for (size_t i = 0; i < heads_.size(); ++i)
-    if (edit.heads[i].active && !apply_head(heads_[i], edit.heads[i])) return false;
+    if (edit.heads[i].active) check_edit(heads_[i], edit.heads[i]);
+  // Plan first: either every page the edit needs can be had, or nothing is written.
+  if (!pool_->can_alloc(pages_needed_for_edit(edit))) return false;
+  for (size_t i = 0; i < heads_.size(); ++i)
+    if (edit.heads[i].active) apply_head(heads_[i], edit.heads[i]);
   return true;
 }
 

@@ -86,9 +86,12 @@ class KvCache {
   void set_n_past(int32_t n) { n_past_ = n; }
 
   // ---- edits --------------------------------------------------------------------------------
+  // Pages `edit` would allocate at its peak (copies of shared pages it writes or compacts),
+  // counting pages freed by earlier heads of the same edit as reusable (plan; no mutation).
+  size_t pages_needed_for_edit(const CacheEdit& edit) const;
   // Applies row writes then keeps the listed slots of every active head; frees emptied pages.
-  // Returns false (and leaves the cache unchanged for the heads not yet processed) only when a
-  // shared page had to be copied and the pool is at its cap.
+  // Atomic: the pages are planned first; if the pool cannot supply them, returns false and the
+  // cache is exactly as it was. Malformed edits (slots out of range, keep not ascending) assert.
   bool apply(const CacheEdit& edit);
 
   // ---- reads --------------------------------------------------------------------------------
@@ -121,7 +124,13 @@ class KvCache {
   uint8_t* slot_ptr(HeadCache& h, int32_t slot, bool v);
   const uint8_t* slot_ptr(const HeadCache& h, int32_t slot, bool v) const;
   bool make_page_exclusive(HeadCache& h, size_t page_index);
-  bool apply_head(HeadCache& h, const HeadEdit& e);
+  struct HeadPlan {
+    size_t alloc = 0, freed = 0;  // pages allocated / returned to the free list
+    bool copy_compaction = false;
+  };
+  HeadPlan plan_head(const HeadCache& h, const HeadEdit& e) const;
+  void check_edit(const HeadCache& h, const HeadEdit& e) const;
+  void apply_head(HeadCache& h, const HeadEdit& e);
   void write_row(uint8_t* dst, const float* src) const;
   void read_row(const uint8_t* src, float* dst) const;
 

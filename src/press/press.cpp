@@ -2,10 +2,49 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "core/error.h"
 #include "core/timer.h"
+#include "press/select/topk.h"
 
 namespace kvs {
+
+std::string CompressRequest::describe() const {
+  if (max_tokens > 0) return fmt::format("{} tokens/head", max_tokens);
+  if (keep) return fmt::format("{}", *keep);
+  if (quality) return fmt::format("quality {}", *quality);
+  return "auto";
+}
+
+Needs& Needs::operator|=(const Needs& o) {
+  stats |= o.stats;
+  probe |= o.probe;
+  context_nll |= o.context_nll;
+  return *this;
+}
+
+Needs Press::needs() const {
+  Needs n;
+  if (scorer) n |= scorer->needs();
+  if (allocator) n |= allocator->needs();
+  if (selector) n |= selector->needs();
+  if (merger) n |= merger->needs();
+  return n;
+}
+
+Press compose(std::string name, std::shared_ptr<const Scorer> scorer, std::shared_ptr<const BudgetAllocator> allocator,
+              Trigger trigger, std::shared_ptr<const Merger> merger, std::shared_ptr<const Selector> selector) {
+  KVS_ASSERT(scorer && allocator);
+  Press p;
+  p.name = std::move(name);
+  p.scorer = std::move(scorer);
+  p.allocator = std::move(allocator);
+  p.selector = selector ? std::move(selector) : std::make_shared<TopKSelector>();
+  p.merger = std::move(merger);
+  p.trigger = trigger;
+  return p;
+}
 
 std::string Trigger::describe() const {
   switch (kind) {
@@ -31,37 +70,69 @@ int32_t count_protected(const HeadCache& h, int32_t n_past, const CompressReques
   return n;
 }
 
+void check_request(const Press& press, const CompressRequest& req) {
+  if (req.keep && !(*req.keep > 0.0 && *req.keep <= 1.0)) fail("keep ratio must be in (0, 1], got {}", *req.keep);
+  if (req.max_tokens < 0) fail("token budget must be >= 0, got {}", req.max_tokens);
+  if (req.quality && !(*req.quality > 0.0 && *req.quality <= 1.0))
+    fail("quality target must be in (0, 1], got {}", *req.quality);
+  if (req.sinks < 0 || req.window < 0) fail("sinks and window must be >= 0 (got {} and {})", req.sinks, req.window);
+  if (press.is_full() || req.keeps_everything()) return;
+  if (req.quality && !press.allocator->calibrated())
+    fail("press '{}' has no calibration: give --keep or --budget instead of a quality target", press.name);
+  if (press.adaptive()) {
+    if (req.has_budget())
+      fail("press '{}' chooses its own keep ratio: give no keep ratio or budget (or keep 1 for no compression)",
+           press.name);
+  } else if (!req.has_budget()) {
+    fail("press '{}' needs a keep ratio or a token budget (only adaptive presses choose their own)", press.name);
+  }
+}
+
 CompressResult compress(KvCache& cache, StatsCollector* stats, const Press& press, const CompressRequest& req,
-                        const AttnShape& shape, ThreadPool& pool) {
-  if (!(req.keep > 0.0 && req.keep <= 1.0) && req.max_tokens <= 0)
-    fail("keep ratio must be in (0, 1], got {}", req.keep);
+                        const AttnShape& shape, ThreadPool& pool, const CompressExtras& extras) {
+  check_request(press, req);
   CompressResult r;
   r.slots_before = cache.total_slots();
   r.bytes_before = cache.bytes_held();
-  if (press.is_full() || (req.max_tokens <= 0 && req.keep >= 1.0)) {
+  if (press.is_full() || req.keeps_everything()) {
     r.slots_after = r.slots_before;
     r.bytes_after = r.bytes_before;
     return r;
   }
+  const Needs need = press.needs();
+  if (need.stats.any() && (!stats || !stats->request().covers(need.stats)))
+    fail("press '{}' needs attention statistics that were not collected", press.name);
+  if ((need.probe || need.context_nll) && !extras.probe)
+    fail("press '{}' needs the model (a probe forward or the context), which is not available here", press.name);
   Timer t;
-  ScoreContext ctx{cache, shape, stats, pool, req};
-  Scores scores = press.scorer->score(ctx);
+  PressEnv env{cache, shape, stats, pool, req, extras.probe, extras.state};
+  Scores scores = press.scorer->score(env);
   const KvLayout& l = cache.layout();
   KVS_ASSERT(static_cast<int>(scores.s.size()) == l.n_heads_total());
   for (int i = 0; i < l.n_heads_total(); ++i)
     KVS_ASSERT(static_cast<int32_t>(scores.s[static_cast<size_t>(i)].size()) == cache.len(i / l.n_head_kv, i % l.n_head_kv));
-  Budgets budgets = press.allocator->allocate(scores, cache, req);
-  CacheEdit edit = press.selector->select(scores, budgets, cache, req);
-  if (press.merger) press.merger->merge(cache, scores, edit);
+  Allocation alloc = press.allocator->allocate(scores, env);
+  KVS_ASSERT(static_cast<int>(alloc.budgets.size()) == l.n_heads_total());
+  CacheEdit edit = press.selector->select(scores, alloc.budgets, env);
+  // The merger may update the sequence's state; work on a copy so that a failed apply leaves
+  // the state as it was, like the cache.
+  PressState state_after = extras.state ? *extras.state : PressState{};
+  if (press.merger) {
+    PressEnv menv = env;
+    menv.state = extras.state ? &state_after : nullptr;
+    press.merger->merge(scores, menv, edit);
+  }
   r.score_seconds = t.seconds();
-  for (size_t i = 0; i < edit.heads.size(); ++i)
-    if (edit.heads[i].active && static_cast<int32_t>(edit.heads[i].keep.size()) > budgets[i]) r.heads_over_budget++;
   Timer ta;
-  if (!cache.apply(edit)) fail("KV cache memory cap reached while compacting shared pages");
+  if (!cache.apply(edit))
+    fail("KV cache memory cap reached: compressing with '{}' needs {} more pages; the cache is unchanged", press.name,
+         cache.pages_needed_for_edit(edit));
+  if (extras.state) *extras.state = std::move(state_after);
   if (stats) stats->apply_edit(edit);
   r.apply_seconds = ta.seconds();
   r.slots_after = cache.total_slots();
   r.bytes_after = cache.bytes_held();
+  r.keep_chosen = alloc.keep_chosen;
   return r;
 }
 

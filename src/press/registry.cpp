@@ -36,101 +36,149 @@ std::vector<ParamSpec> snapkv_params() {
           {"pooling", T::String, "avg", "pooling: avg or max"}};
 }
 
-Press compose(const std::string& name, std::shared_ptr<const Scorer> s, std::shared_ptr<const BudgetAllocator> a,
-              Trigger trig = {}) {
-  Press p;
-  p.name = name;
-  p.scorer = std::move(s);
-  p.allocator = std::move(a);
-  p.selector = std::make_shared<TopKSelector>();
-  p.trigger = trig;
-  return p;
+Trigger decode_trigger(const Params& p, const char* press) {
+  const int64_t n = p.get_int("decode_every");
+  if (n < 0 || n > 1000000) fail("{}: decode_every must be in 0..1000000, got {}", press, n);
+  return n > 0 ? Trigger{Trigger::Kind::EveryN, static_cast<int>(n), 0} : Trigger{};
 }
 
-// Scorer by name for presses that take any scorer (adakv).
-std::shared_ptr<const Scorer> scorer_by_name(const std::string& n, const Params& p) {
-  if (n == "snapkv") return snapkv_scorer(p);
-  if (n == "tova") return std::make_shared<TovaScorer>();
-  if (n == "keydiff") return std::make_shared<KeyDiffScorer>();
-  if (n == "knorm") return std::make_shared<KnormScorer>();
-  if (n == "random") return std::make_shared<RandomScorer>();
-  if (n == "streaming_llm") return std::make_shared<StreamingScorer>();
-  if (n == "h2o") return std::make_shared<H2oScorer>(0.0);
-  fail("adakv: unknown scorer '{}' (snapkv, tova, keydiff, knorm, random, streaming_llm, h2o)", n);
+const ParamSpec kDecodeEvery{"decode_every", T::Int, "1",
+                             "evict back to the budget every N decode steps (0 = only after prefill)"};
+
+std::vector<AllocatorInfo> build_allocators() {
+  std::vector<AllocatorInfo> v;
+  v.push_back({"uniform", "every head keeps the same share of its tokens", {},
+               [](const Params&, const Scorer&) { return std::make_shared<UniformAllocator>(); }});
+  v.push_back({"pyramid", "PyramidKV: budgets decreasing linearly with depth, the observation window on top (Cai et al. 2024)",
+               {{"beta", T::Float, "20", "pyramid steepness: the last layer keeps (average - window)/beta beyond the window"}},
+               [](const Params& p, const Scorer& s) {
+                 const double beta = p.get_float("beta");
+                 if (!(beta >= 1 && beta <= 1e6)) fail("pyramid: beta must be in [1, 1e6], got {}", beta);
+                 return std::make_shared<PyramidAllocator>(beta, s.observation_window());
+               }});
+  v.push_back({"adakv", "AdaKV: a layer's budget goes to the best scores across its heads (Feng et al. 2024)",
+               {{"alpha", T::Float, "0.2", "safeguard: each head keeps at least alpha x the average head budget"}},
+               [](const Params& p, const Scorer&) {
+                 const double a = p.get_float("alpha");
+                 if (!(a >= 0 && a <= 1)) fail("adakv: alpha must be in [0, 1], got {}", a);
+                 return std::make_shared<AdaKvAllocator>(a);
+               }});
+  v.push_back({"nucleus",
+               "adaptive: each head keeps the fewest tokens holding `mass` of its score mass (no keep ratio to set)",
+               {{"mass", T::Float, "0.9", "share of each head's (attention) score mass to keep"}},
+               [](const Params& p, const Scorer&) {
+                 const double m = p.get_float("mass");
+                 if (!(m > 0 && m <= 1)) fail("nucleus: mass must be in (0, 1], got {}", m);
+                 return std::make_shared<NucleusAllocator>(m);
+               }});
+  return v;
+}
+
+// The scorer of press `name` built with those of `p`'s values that press declares (adakv's
+// `scorer` option): one table of scorers, the press registry itself.
+std::shared_ptr<const Scorer> scorer_of_press(const std::string& name, const Params& p, const std::string& who) {
+  if (name == "full" || name == "adakv") fail("{}: '{}' is not a scorer", who, name);
+  const PressInfo* info = nullptr;
+  for (const auto& pi : press_registry())
+    if (pi.name == name) info = &pi;
+  if (!info) {
+    std::string names;
+    for (const auto& pi : press_registry())
+      if (pi.name != "full" && pi.name != "adakv") names += (names.empty() ? "" : ", ") + pi.name;
+    fail("{}: unknown scorer '{}' (any press's scorer: {})", who, name, names);
+  }
+  ParamMap given;
+  for (const auto& spec : info->params)
+    if (p.values().count(spec.name)) given[spec.name] = p.values().at(spec.name);
+  return info->make(Params(name, info->params, given)).scorer;
 }
 
 std::vector<PressInfo> build() {
   std::vector<PressInfo> v;
-  v.push_back({"full", "", "no compression (the reference every press is compared with)", {}, 0, 0, {},
+  v.push_back({"full", "", "no compression (the reference every press is compared with)", {}, 0, 0, {}, "",
                [](const Params&) {
                  Press p;
                  p.name = "full";
                  return p;
                }});
-  v.push_back({"streaming_llm", "Xiao et al. 2023, arXiv:2309.17453",
-               "attention sinks + the most recent tokens", {}, 4, 0, {},
-               [](const Params&) {
-                 return compose("streaming_llm", std::make_shared<StreamingScorer>(), std::make_shared<UniformAllocator>());
+  v.push_back({"streaming_llm", "Xiao et al. 2023, arXiv:2309.17453", "attention sinks + the most recent tokens", {}, 4,
+               0, {}, "uniform", [](const Params&) {
+                 Press p;
+                 p.name = "streaming_llm";
+                 p.scorer = std::make_shared<StreamingScorer>();
+                 return p;
                }});
   v.push_back({"h2o", "Zhang et al. 2023, arXiv:2306.14048",
                "heavy hitters by accumulated attention + recent tokens; evicts during decoding too",
                {{"recent_fraction", T::Float, "0.5", "share of each head's budget kept for the most recent tokens"},
-                {"decode_every", T::Int, "1", "evict back to the budget every N decode steps (0 = only after prefill)"}},
-               0, 0, {Trigger::Kind::EveryN, 1, 0},
-               [](const Params& p) {
+                kDecodeEvery},
+               0, 0, {Trigger::Kind::EveryN, 1, 0}, "uniform", [](const Params& p) {
                  const double rf = p.get_float("recent_fraction");
-                 if (rf < 0 || rf > 1) fail("h2o: recent_fraction must be in [0, 1], got {}", rf);
-                 const int64_t n = p.get_int("decode_every");
-                 if (n < 0) fail("h2o: decode_every must be >= 0, got {}", n);
-                 Trigger t = n > 0 ? Trigger{Trigger::Kind::EveryN, static_cast<int>(n), 0} : Trigger{};
-                 return compose("h2o", std::make_shared<H2oScorer>(rf), std::make_shared<UniformAllocator>(), t);
+                 if (!(rf >= 0 && rf <= 1)) fail("h2o: recent_fraction must be in [0, 1], got {}", rf);
+                 Press press;
+                 press.name = "h2o";
+                 press.scorer = std::make_shared<H2oScorer>();
+                 press.selector = std::make_shared<TopKSelector>(rf);
+                 press.trigger = decode_trigger(p, "h2o");
+                 return press;
                }});
   v.push_back({"snapkv", "Li et al. 2024, arXiv:2404.14469",
                "attention from an observation window at the end of the context, pooled", snapkv_params(), 0, 0, {},
-               [](const Params& p) { return compose("snapkv", snapkv_scorer(p), std::make_shared<UniformAllocator>()); }});
+               "uniform", [](const Params& p) {
+                 Press press;
+                 press.name = "snapkv";
+                 press.scorer = snapkv_scorer(p);
+                 return press;
+               }});
+  v.push_back({"pyramidkv", "Cai et al. 2024, arXiv:2406.02069",
+               "SnapKV scores with layer budgets decreasing with depth (= snapkv with allocator=pyramid)",
+               snapkv_params(), 0, 0, {}, "pyramid", [](const Params& p) {
+                 Press press;
+                 press.name = "pyramidkv";
+                 press.scorer = snapkv_scorer(p);
+                 return press;
+               }});
   {
     auto ps = snapkv_params();
-    ps.push_back({"beta", T::Float, "20", "pyramid steepness: the last layer keeps average/beta"});
-    v.push_back({"pyramidkv", "Cai et al. 2024, arXiv:2406.02069",
-                 "SnapKV scores with layer budgets decreasing linearly with depth", ps, 0, 0, {},
-                 [](const Params& p) {
-                   const double beta = p.get_float("beta");
-                   if (beta < 1) fail("pyramidkv: beta must be >= 1, got {}", beta);
-                   return compose("pyramidkv", snapkv_scorer(p), std::make_shared<PyramidAllocator>(beta));
-                 }});
-  }
-  {
-    auto ps = snapkv_params();
-    ps.push_back({"scorer", T::String, "snapkv", "scorer whose scores are allocated across heads"});
-    ps.push_back({"alpha", T::Float, "0.2", "safeguard: each head keeps at least alpha x the average head budget"});
+    ps.push_back({"scorer", T::String, "snapkv", "the press whose scores are allocated across heads"});
     v.push_back({"adakv", "Feng et al. 2024, arXiv:2407.11550",
-                 "head-adaptive budgets: a layer's budget goes to the best scores across its heads", ps, 0, 0, {},
-                 [](const Params& p) {
-                   const double a = p.get_float("alpha");
-                   if (a < 0 || a > 1) fail("adakv: alpha must be in [0, 1], got {}", a);
-                   return compose("adakv", scorer_by_name(p.get_str("scorer"), p), std::make_shared<AdaKvAllocator>(a));
+                 "head-adaptive budgets: a layer's budget goes to the best scores across its heads (= any scorer with allocator=adakv)",
+                 ps, 0, 0, {}, "adakv", [](const Params& p) {
+                   Press press;
+                   press.name = "adakv";
+                   press.scorer = scorer_of_press(p.get_str("scorer"), p, "adakv");
+                   return press;
                  }});
   }
-  v.push_back({"tova", "Oren et al. 2024, arXiv:2401.06104", "the last query's attention; evicts during decoding too",
-               {{"decode_every", T::Int, "1", "evict back to the budget every N decode steps (0 = only after prefill)"}},
-               0, 0, {Trigger::Kind::EveryN, 1, 0},
-               [](const Params& p) {
-                 const int64_t n = p.get_int("decode_every");
-                 if (n < 0) fail("tova: decode_every must be >= 0, got {}", n);
-                 Trigger t = n > 0 ? Trigger{Trigger::Kind::EveryN, static_cast<int>(n), 0} : Trigger{};
-                 return compose("tova", std::make_shared<TovaScorer>(), std::make_shared<UniformAllocator>(), t);
+  v.push_back({"tova", "Oren et al. 2024, arXiv:2401.06104",
+               "the last query's attention averaged over the layer's heads; evicts during decoding too",
+               {kDecodeEvery, {"per_head", T::Bool, "false", "average over each KV head's query group instead of the whole layer"}},
+               0, 0, {Trigger::Kind::EveryN, 1, 0}, "uniform", [](const Params& p) {
+                 Press press;
+                 press.name = "tova";
+                 press.scorer = std::make_shared<TovaScorer>(p.get_bool("per_head"));
+                 press.trigger = decode_trigger(p, "tova");
+                 return press;
                }});
   v.push_back({"keydiff", "Park et al. 2025, arXiv:2504.15364", "keys least similar to the mean key", {}, 0, 0, {},
-               [](const Params&) {
-                 return compose("keydiff", std::make_shared<KeyDiffScorer>(), std::make_shared<UniformAllocator>());
+               "uniform", [](const Params&) {
+                 Press press;
+                 press.name = "keydiff";
+                 press.scorer = std::make_shared<KeyDiffScorer>();
+                 return press;
                }});
-  v.push_back({"knorm", "Devoto et al. 2024, arXiv:2406.11430", "keys with the smallest L2 norm", {}, 0, 0, {},
+  v.push_back({"knorm", "Devoto et al. 2024, arXiv:2406.11430", "keys with the smallest L2 norm", {}, 0, 0, {}, "uniform",
                [](const Params&) {
-                 return compose("knorm", std::make_shared<KnormScorer>(), std::make_shared<UniformAllocator>());
+                 Press press;
+                 press.name = "knorm";
+                 press.scorer = std::make_shared<KnormScorer>();
+                 return press;
                }});
-  v.push_back({"random", "", "uniformly random eviction (seeded)", {}, 0, 0, {},
-               [](const Params&) {
-                 return compose("random", std::make_shared<RandomScorer>(), std::make_shared<UniformAllocator>());
+  v.push_back({"random", "", "uniformly random eviction (seeded)", {}, 0, 0, {}, "uniform", [](const Params&) {
+                 Press press;
+                 press.name = "random";
+                 press.scorer = std::make_shared<RandomScorer>();
+                 return press;
                }});
   return v;
 }
@@ -190,10 +238,38 @@ const PressInfo& press_info(const std::string& name) {
   fail("unknown press '{}' (known: {})", name, names);
 }
 
+const std::vector<AllocatorInfo>& allocator_registry() {
+  static const std::vector<AllocatorInfo> v = build_allocators();
+  return v;
+}
+
+const AllocatorInfo& allocator_info(const std::string& name) {
+  for (const auto& a : allocator_registry())
+    if (a.name == name) return a;
+  std::string names;
+  for (const auto& a : allocator_registry()) names += (names.empty() ? "" : ", ") + a.name;
+  fail("unknown allocator '{}' (known: {})", name, names);
+}
+
+std::vector<ParamSpec> press_param_specs(const PressInfo& info, const std::string& allocator) {
+  std::vector<ParamSpec> specs = info.params;
+  if (info.default_allocator.empty()) return specs;
+  specs.push_back({"allocator", T::String, info.default_allocator, "how budgets are spread over layers and heads"});
+  for (const auto& s : allocator_info(allocator).params) specs.push_back(s);
+  return specs;
+}
+
 Press make_press(const std::string& name, const ParamMap& params) {
   const PressInfo& info = press_info(name);
-  Press p = info.make(Params(name, info.params, params));
-  return p;
+  const std::string alloc = !info.default_allocator.empty() && params.count("allocator") ? params.at("allocator")
+                                                                                          : info.default_allocator;
+  const Params p(name, press_param_specs(info, alloc), params);
+  Press press = info.make(p);
+  if (press.scorer) {
+    press.allocator = allocator_info(alloc).make(p, *press.scorer);
+    if (!press.selector) press.selector = std::make_shared<TopKSelector>();
+  }
+  return press;
 }
 
 ParamMap parse_params(const std::vector<std::string>& kv) {

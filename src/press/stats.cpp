@@ -1,5 +1,7 @@
 #include "press/stats.h"
 
+#include <cblas.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -14,23 +16,76 @@ StatsRequest& StatsRequest::operator|=(const StatsRequest& o) {
   col_max |= o.col_max;
   window = std::max(window, o.window);
   pre_rope_keys |= o.pre_rope_keys;
-  queries |= o.queries;
+  if (o.query_gram != QueryGram::Off) {
+    if (query_gram != QueryGram::Off && query_gram != o.query_gram)
+      fail("two presses ask for query Gram statistics before and after RoPE; one prefill cannot collect both");
+    query_gram = o.query_gram;
+  }
   hidden_moments |= o.hidden_moments;
   return *this;
 }
 
-StatsCollector::StatsCollector(const KvLayout& layout, const AttnShape& shape, const StatsRequest& req,
+bool StatsRequest::covers(const StatsRequest& need) const {
+  return (col_sum || !need.col_sum) && (col_max || !need.col_max) && window >= need.window &&
+         (pre_rope_keys || !need.pre_rope_keys) &&
+         (need.query_gram == QueryGram::Off || need.query_gram == query_gram) &&
+         (hidden_moments || !need.hidden_moments);
+}
+
+StatsCollector::StatsCollector(const KvLayout& layout, const AttnShape& shape, int n_embd, const StatsRequest& req,
                                ThreadPool& pool)
     : layout_(layout),
       shape_(shape),
+      n_embd_(n_embd),
       req_(req),
       pool_(&pool),
       heads_(static_cast<size_t>(layout.n_heads_total())),
       windows_(static_cast<size_t>(layout.n_layer)),
       n_queries_(static_cast<size_t>(layout.n_layer), 0),
-      queries_(static_cast<size_t>(layout.n_layer)),
       hmean_(static_cast<size_t>(layout.n_layer)),
-      hm2_(static_cast<size_t>(layout.n_layer)) {}
+      hm2_(static_cast<size_t>(layout.n_layer)) {
+  if (req.query_gram != QueryGram::Off) {
+    const size_t D = static_cast<size_t>(shape.head_dim);
+    grams_.resize(static_cast<size_t>(layout.n_layer) * shape.n_head);
+    for (auto& g : grams_) {
+      g.gram.assign(D * D, 0.0);
+      g.sum.assign(D, 0.0);
+    }
+  }
+}
+
+std::unique_ptr<StatsCollector> StatsCollector::clone_subset(const StatsRequest& req) const {
+  KVS_ASSERT(req_.covers(req));
+  auto c = std::make_unique<StatsCollector>(*this);
+  c->req_ = req;
+  for (auto& h : c->heads_) {
+    if (!req.col_sum) h.col_sum = {};
+    if (!req.col_max) h.col_max = {};
+    if (!req.pre_rope_keys) h.k_pre = {};
+  }
+  for (auto& w : c->windows_) {
+    const int drop = std::max(0, w.size() - req.window);
+    w.pos.erase(w.pos.begin(), w.pos.begin() + drop);
+    w.q.erase(w.q.begin(), w.q.begin() + static_cast<std::ptrdiff_t>(drop) * shape_.n_head * shape_.head_dim);
+  }
+  if (req.query_gram == QueryGram::Off) c->grams_ = {};
+  if (!req.hidden_moments) {
+    for (auto& m : c->hmean_) m = {};
+    for (auto& m : c->hm2_) m = {};
+  }
+  c->seconds_ = 0;
+  return c;
+}
+
+std::vector<double> StatsCollector::Gram::covariance() const {
+  const size_t D = sum.size();
+  std::vector<double> c(D * D, 0.0);
+  if (count == 0) return c;
+  const double n = static_cast<double>(count);
+  for (size_t i = 0; i < D; ++i)
+    for (size_t j = 0; j < D; ++j) c[i * D + j] = gram[i * D + j] / n - (sum[i] / n) * (sum[j] / n);
+  return c;
+}
 
 double StatsCollector::attention_variance(int layer, int kvh) const {
   const auto& cs = col_sum(layer, kvh);
@@ -74,11 +129,7 @@ void StatsCollector::collect(const LayerView& v) {
       }
     }
   }
-  if (req_.queries) {
-    const float* src = v.q_pre_rope ? v.q_pre_rope : v.q;
-    auto& qs = queries_[static_cast<size_t>(v.layer)];
-    qs.insert(qs.end(), src, src + static_cast<size_t>(v.n_tok) * H * D);
-  }
+  if (req_.query_gram != QueryGram::Off) collect_grams(v);
   if (req_.hidden_moments && v.hidden && n_embd_ > 0) {
     auto& mean = hmean_[static_cast<size_t>(v.layer)];
     auto& m2 = hm2_[static_cast<size_t>(v.layer)];
@@ -107,7 +158,38 @@ void StatsCollector::collect(const LayerView& v) {
       w.q.erase(w.q.begin(), w.q.begin() + static_cast<std::ptrdiff_t>(drop * H * D));
     }
   }
-  if (req_.col_sum || req_.col_max) {
+  if (req_.col_sum || req_.col_max) collect_attention(v);
+}
+
+void StatsCollector::collect_grams(const LayerView& v) {
+  const int H = shape_.n_head, D = shape_.head_dim;
+  const float* src = req_.query_gram == QueryGram::PreRope ? v.q_pre_rope : v.q;
+  KVS_ASSERT(src != nullptr);
+  // Per head: the batch's Gram in float through BLAS (T x D x D), accumulated in double.
+  pool_->parallel_for(H, [&](int64_t b, int64_t e) {
+    std::vector<float> g(static_cast<size_t>(D) * D);
+    for (int64_t qh = b; qh < e; ++qh) {
+      Gram& gr = grams_[static_cast<size_t>(v.layer * H + qh)];
+      // rows of head qh: src + t*H*D + qh*D, leading dimension H*D
+      cblas_ssyrk(CblasRowMajor, CblasUpper, CblasTrans, D, v.n_tok, 1.0f, src + qh * D, H * D, 0.0f, g.data(), D);
+      for (int i = 0; i < D; ++i)
+        for (int j = i; j < D; ++j) {
+          gr.gram[static_cast<size_t>(i) * D + j] += g[static_cast<size_t>(i) * D + j];
+          if (j != i) gr.gram[static_cast<size_t>(j) * D + i] += g[static_cast<size_t>(i) * D + j];
+        }
+      for (int t = 0; t < v.n_tok; ++t) {
+        const float* q = src + (static_cast<size_t>(t) * H + qh) * D;
+        for (int d = 0; d < D; ++d) gr.sum[static_cast<size_t>(d)] += q[d];
+      }
+      gr.count += v.n_tok;
+    }
+  });
+}
+
+void StatsCollector::collect_attention(const LayerView& v) {
+  const int Hkv = shape_.n_head_kv;
+  const KvCache& c = *v.cache;
+  {
     // Per-thread partial sums/maxima for this batch, reduced into the per-slot arrays after.
     const int nth = pool_->size();
     std::vector<std::vector<std::vector<float>>> psum(static_cast<size_t>(nth)), pmax(static_cast<size_t>(nth));

@@ -1,11 +1,17 @@
 // Attention statistics for compression methods, computed only when a method asks for them.
 //
-// The collector watches the forward pass (LayerObserver) and keeps, per (layer, KV head) and per
-// cache slot, what was requested: column sums of attention over every observed query and the
-// GQA group (H2O), column maxima (KVzip), the last W queries of each layer (SnapKV's observation
-// window, TOVA's last query: their attention is computed against the cache when scoring), and
-// pre-RoPE keys (Compactor). Per-slot arrays follow the cache: call apply_edit() with every edit
-// applied to the cache. Probabilities are recomputed tile by tile from each query's log-sum-exp
+// The collector watches the forward pass (LayerObserver) and keeps what was requested, in memory
+// bounded by the cache (per slot) or by the model's shape (per layer/head), never by the number
+// of queries seen:
+//  - per (layer, KV head) and cache slot: column sums of attention over every observed query and
+//    the GQA group (H2O, D2O), column maxima (KVzip-style), pre-RoPE keys (Compactor);
+//  - per layer: the last W queries (SnapKV's observation window, TOVA's and GVote's last query:
+//    their attention is computed against the cache when scoring), running mean and second moment
+//    of the hidden state entering the layer (GVote);
+//  - per (layer, query head): the Gram matrix sum q q^T, sum q and count of the queries
+//    (UNComp's matrix entropy: the covariance, never the queries themselves).
+// Per-slot arrays follow the cache: call apply_edit() with every edit applied to it.
+// Probabilities are recomputed tile by tile from each query's log-sum-exp
 // (kvcache/attention_probs.h), never stored as a matrix.
 #pragma once
 #include <cstdint>
@@ -15,34 +21,45 @@
 #include "core/thread_pool.h"
 #include "kvcache/attention.h"
 #include "kvcache/kv_cache.h"
-#include "kvcache/observer.h"
+#include "press/observer.h"
 
 namespace kvs {
+
+enum class QueryGram : uint8_t { Off, PreRope, PostRope };
 
 struct StatsRequest {
   bool col_sum = false;        // sum over observed queries (and the query heads of the group)
   bool col_max = false;        // max over observed queries and group
   int window = 0;              // keep the last `window` queries of every layer
   bool pre_rope_keys = false;  // keep pre-RoPE keys of every observed token
-  bool queries = false;        // keep every observed query (pre-RoPE when available), per layer
+  QueryGram query_gram = QueryGram::Off;  // Gram matrix of each query head's queries
   bool hidden_moments = false; // running mean and second moment of the hidden state entering each layer
-  bool any() const { return col_sum || col_max || window > 0 || pre_rope_keys || queries || hidden_moments; }
+
+  bool any() const { return *this != StatsRequest{}; }
+  bool operator==(const StatsRequest&) const = default;
+  // The union: what either asks for.
   StatsRequest& operator|=(const StatsRequest& o);
+  // True when everything `need` asks for is collected under this request.
+  bool covers(const StatsRequest& need) const;
 };
 
 class StatsCollector : public LayerObserver {
  public:
-  StatsCollector(const KvLayout& layout, const AttnShape& shape, const StatsRequest& req, ThreadPool& pool);
+  // n_embd: width of the hidden states (for hidden_moments).
+  StatsCollector(const KvLayout& layout, const AttnShape& shape, int n_embd, const StatsRequest& req, ThreadPool& pool);
 
   void on_layer(const LayerView& v) override;
-  bool needs_pre_rope() const override { return req_.pre_rope_keys || req_.queries; }
-  // Width of the hidden states (needed for hidden_moments).
-  void set_n_embd(int n) { n_embd_ = n; }
+  bool needs_pre_rope() const override {
+    return req_.pre_rope_keys || req_.query_gram == QueryGram::PreRope;
+  }
 
   // Keeps per-slot arrays aligned with the cache after `edit` was applied to it.
   void apply_edit(const CacheEdit& edit);
   // A copy (for a forked cache that continues to collect).
   std::unique_ptr<StatsCollector> clone() const { return std::make_unique<StatsCollector>(*this); }
+  // A copy that keeps and continues to collect only `req` (which this request must cover): a
+  // press derived from a shared prefill pays only for its own statistics afterwards.
+  std::unique_ptr<StatsCollector> clone_subset(const StatsRequest& req) const;
 
   const StatsRequest& request() const { return req_; }
   // Wall-clock seconds spent collecting (the statistics' share of prefill/decode time).
@@ -60,11 +77,18 @@ class StatsCollector : public LayerObserver {
   // Variance over the head's slots of the mean attention each slot received
   // (col_sum / n_queries); needs col_sum. D2O-style layer budgets build on it.
   double attention_variance(int layer, int kvh) const;
-  // All observed queries of a layer: [n][n_head][head_dim] (pre-RoPE if the forward provided them).
-  const std::vector<float>& queries(int layer) const { return queries_[static_cast<size_t>(layer)]; }
   // Mean and second moment, per hidden dimension, of the hidden states entering a layer.
   const std::vector<double>& hidden_mean(int layer) const { return hmean_[static_cast<size_t>(layer)]; }
   const std::vector<double>& hidden_m2(int layer) const { return hm2_[static_cast<size_t>(layer)]; }
+
+  // Gram statistics of query head qh of a layer (query_gram): gram [D][D] = sum q q^T (upper and
+  // lower triangles filled), sum [D] = sum q, count = queries. covariance() = gram/n - mean mean^T.
+  struct Gram {
+    std::vector<double> gram, sum;
+    int64_t count = 0;
+    std::vector<double> covariance() const;
+  };
+  const Gram& query_gram(int layer, int qh) const { return grams_[static_cast<size_t>(layer * shape_.n_head + qh)]; }
 
   struct Window {
     std::vector<float> q;      // [w][n_head][head_dim] post-RoPE, oldest first
@@ -79,17 +103,19 @@ class StatsCollector : public LayerObserver {
   };
   size_t idx(int layer, int kvh) const { return static_cast<size_t>(layer * layout_.n_head_kv + kvh); }
   void collect(const LayerView& v);
+  void collect_attention(const LayerView& v);
+  void collect_grams(const LayerView& v);
 
   KvLayout layout_;
   AttnShape shape_;
+  int n_embd_ = 0;
   StatsRequest req_;
   ThreadPool* pool_;
-  std::vector<Head> heads_;
-  std::vector<Window> windows_;
-  std::vector<int64_t> n_queries_;
-  std::vector<std::vector<float>> queries_;
-  std::vector<std::vector<double>> hmean_, hm2_;
-  int n_embd_ = 0;
+  std::vector<Head> heads_;                  // [n_layer * n_head_kv]
+  std::vector<Window> windows_;              // [n_layer]
+  std::vector<int64_t> n_queries_;           // [n_layer]
+  std::vector<Gram> grams_;                  // [n_layer * n_head] (query_gram only)
+  std::vector<std::vector<double>> hmean_, hm2_;  // [n_layer][n_embd]
   double seconds_ = 0;
 };
 

@@ -1,6 +1,6 @@
-// The inference engine: a loaded model, a thread pool, the KV page pool, and the forward pass
-// (embedding -> N x [RMSNorm, QKV, RoPE, append to cache, attention, output proj, RMSNorm,
-// SwiGLU] -> norm -> logits) over any KvCache, in prefill batches or single-token decode.
+// The inference engine: a loaded model, a thread pool, the KV page pool and the scratch of the
+// forward pass, which itself lives in runtime/arch/llama.cpp (read it top-down). forward() runs
+// a token sequence over any KvCache, in prefill chunks of n_batch tokens or single-token decode.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -12,9 +12,11 @@
 #include "kernels/matmul.h"
 #include "kvcache/attention.h"
 #include "kvcache/kv_cache.h"
-#include "kvcache/observer.h"
+#include "press/observer.h"
+#include "press/stats.h"
 #include "kvcache/page_pool.h"
 #include "model/model.h"
+#include "runtime/arch/llama.h"
 
 namespace kvs {
 
@@ -42,20 +44,27 @@ class Engine {
   const KvLayout& kv_layout() const { return layout_; }
   AttnShape attn_shape() const;
   std::unique_ptr<KvCache> new_cache() { return std::make_unique<KvCache>(*page_pool_, layout_); }
+  // A statistics collector for this model's caches, or null when `req` asks for nothing.
+  std::unique_ptr<StatsCollector> new_stats(const StatsRequest& req);
 
   // Feeds `tokens` at positions cache.n_past() ... and appends their K/V to `cache`.
-  // Returns logits: none, the last token's [n_vocab], or all [n_tok][n_vocab].
+  // Returns logits: none, the last token's [n_vocab], or all [n_tok][n_vocab] (with a row
+  // selector in `hooks`: one row per token still alive at the end, see hooks.logits_rows).
   // Throws kvs::Error if the KV pool cannot hold the new tokens (cap reached).
   std::vector<float> forward(KvCache& cache, std::span<const int32_t> tokens, Logits mode,
                              LayerObserver* observer = nullptr);
+  std::vector<float> forward(KvCache& cache, std::span<const int32_t> tokens, Logits mode, const ForwardHooks& hooks);
   // Same with explicit positions (must be increasing and >= cache.n_past()).
   std::vector<float> forward_at(KvCache& cache, std::span<const int32_t> tokens, std::span<const int32_t> pos,
-                                Logits mode, LayerObserver* observer = nullptr);
+                                Logits mode, const ForwardHooks& hooks = {});
+
+  // Queries of hidden states entering `layer` (attn_norm, W_q + bias, RoPE), exactly as the
+  // forward computes them. hidden [n][n_embd]; rope_cs [n][rope_dim] (cos, sin) pairs, or one row
+  // shared by all when rope_shared; q_out [n][n_head][head_dim].
+  void project_queries(int layer, const float* hidden, int n, const float* rope_cs, bool rope_shared, float* q_out);
 
  private:
-  void forward_chunk(KvCache& cache, const int32_t* tokens, const int32_t* pos, int n, Logits mode,
-                     LayerObserver* obs, float* logits_out);
-  void ensure_scratch(int n);
+  arch::Runtime runtime();
 
   const Model& model_;
   EngineParams params_;
@@ -64,9 +73,8 @@ class Engine {
   std::unique_ptr<PagePool> page_pool_;
   kernels::MatmulScratch mm_;
   AttnScratch attn_;
-  // Activations for one chunk of n tokens.
-  AlignedBuffer<float> x_, xn_, q_, k_, v_, att_, ffn_g_, ffn_u_, lse_, qpre_, kpre_, rope_;
-  int cap_tokens_ = 0;
+  arch::Activations act_;          // one chunk's activations
+  AlignedBuffer<float> probe_xn_;  // [n][n_embd] scratch of project_queries
 };
 
 }  // namespace kvs

@@ -15,8 +15,17 @@ int32_t argmax(std::span<const float> logits) {
   return best;
 }
 
+double token_nll(std::span<const float> logits, int32_t token) {
+  KVS_ASSERT(token >= 0 && static_cast<size_t>(token) < logits.size());
+  float mx = logits[0];
+  for (float x : logits) mx = std::max(mx, x);
+  double z = 0;
+  for (float x : logits) z += std::exp(static_cast<double>(x - mx));
+  return std::log(z) + mx - logits[static_cast<size_t>(token)];
+}
+
 Sampler::Sampler(const SamplerParams& p) : p_(p), rng_(p.seed) {
-  if (p.temp < 0) fail("--temp must be >= 0 (got {})", p.temp);
+  if (!(p.temp >= 0) || !std::isfinite(p.temp)) fail("--temp must be a finite number >= 0 (got {})", p.temp);
   if (p.top_k < 0) fail("--top-k must be >= 0 (got {})", p.top_k);
   if (!(p.top_p > 0 && p.top_p <= 1)) fail("--top-p must be in (0, 1] (got {})", p.top_p);
   if (!(p.min_p >= 0 && p.min_p < 1)) fail("--min-p must be in [0, 1) (got {})", p.min_p);

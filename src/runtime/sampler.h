@@ -30,5 +30,7 @@ class Sampler {
 
 // Index of the largest logit (lowest index on ties).
 int32_t argmax(std::span<const float> logits);
+// -log softmax(logits)[token], in double.
+double token_nll(std::span<const float> logits, int32_t token);
 
 }  // namespace kvs

@@ -5,58 +5,101 @@
 
 #include "core/error.h"
 #include "core/timer.h"
+#include "runtime/engine_probe.h"
 
 namespace kvs {
 
-CompressedContext::CompressedContext(Engine& engine, CompressionSpec spec)
-    : engine_(engine), spec_(std::move(spec)), cache_(engine.new_cache()) {}
-
-std::unique_ptr<StatsCollector> CompressedContext::make_stats(const StatsRequest& extra) const {
-  StatsRequest need = spec_.press.needs();
-  need |= extra;
-  if (!need.any()) return nullptr;
-  auto st = std::make_unique<StatsCollector>(engine_.kv_layout(), engine_.attn_shape(), need, engine_.pool());
-  st->set_n_embd(engine_.hp().n_embd);
-  return st;
+Sequence Sequence::fork() const {
+  Sequence s;
+  s.cache = cache->fork();
+  s.stats = stats ? stats->clone() : nullptr;
+  s.state = state;
+  return s;
 }
 
-void CompressedContext::maybe_compress_for_cap(KvCache& c, StatsCollector* st, int n_next) {
+int32_t mean_head_len(const KvCache& cache) {
+  return static_cast<int32_t>(std::lround(static_cast<double>(cache.total_slots()) / cache.layout().n_heads_total()));
+}
+
+CompressResult evict_to_budget(Engine& engine, Sequence& seq, const CompressionSpec& spec, int32_t budget,
+                               ModelProbe* probe) {
+  CompressRequest r = spec.request;
+  r.max_tokens = budget;
+  return compress(*seq.cache, seq.stats.get(), spec.press, r, engine.attn_shape(), engine.pool(), {probe, &seq.state});
+}
+
+CompressedContext::CompressedContext(Engine& engine, CompressionSpec spec) : engine_(engine), spec_(std::move(spec)) {
+  seq_.cache = engine_.new_cache();
+}
+
+void CompressedContext::compress_for_cap(Sequence& s, int n_next) {
   if (spec_.trigger.kind != Trigger::Kind::MemoryCap || spec_.press.is_full()) return;
   PagePool& pool = engine_.page_pool();
-  const size_t need = (pool.pages_in_use() + c.pages_needed_for_append(n_next)) * pool.page_bytes();
+  const size_t need = (pool.pages_in_use() + s.cache->pages_needed_for_append(n_next)) * pool.page_bytes();
   if (need <= spec_.trigger.cap_bytes) return;
-  CompressRequest r = spec_.request;
-  compress(c, st, spec_.press, r, engine_.attn_shape(), engine_.pool());
+  EngineProbe probe(engine_, context_, nll_);
+  compress(*s.cache, s.stats.get(), spec_.press, spec_.request, engine_.attn_shape(), engine_.pool(),
+           {&probe, &s.state});
 }
 
-void CompressedContext::prefill(std::span<const int32_t> context) { prefill(context, StatsRequest{}); }
+std::vector<float> CompressedContext::run_prefill(Sequence& s, std::span<const int32_t> tokens, bool last_logits,
+                                                  std::vector<float>* nll) {
+  const int nb = engine_.params().n_batch;
+  const size_t V = static_cast<size_t>(engine_.hp().n_vocab);
+  ForwardHooks hooks;
+  hooks.observer = s.stats.get();
+  std::vector<float> logits;
+  if (nll) nll->clear();
+  for (size_t b = 0; b < tokens.size(); b += static_cast<size_t>(nb)) {
+    const size_t n = std::min<size_t>(static_cast<size_t>(nb), tokens.size() - b);
+    const bool last = b + n == tokens.size();
+    compress_for_cap(s, static_cast<int>(n));
+    const Logits mode = nll ? Logits::All : (last && last_logits ? Logits::Last : Logits::None);
+    logits = engine_.forward(*s.cache, tokens.subspan(b, n), mode, hooks);
+    if (nll) {
+      // Row i predicts token b + i + 1 (the next chunk's first token for the last row).
+      for (size_t i = 0; i < n && b + i + 1 < tokens.size(); ++i)
+        nll->push_back(static_cast<float>(token_nll({logits.data() + i * V, V}, tokens[b + i + 1])));
+      if (last && last_logits) logits.erase(logits.begin(), logits.end() - static_cast<std::ptrdiff_t>(V));
+    }
+  }
+  return last_logits ? logits : std::vector<float>{};
+}
 
-void CompressedContext::prefill(std::span<const int32_t> context, const StatsRequest& extra) {
+void CompressedContext::prefill(std::span<const int32_t> context, const Needs& extra) {
   if (context.empty()) fail("empty context");
-  cache_->clear();
-  stats_ = make_stats(extra);
+  Needs need = spec_.press.needs();
+  need |= extra;
+  seq_ = Sequence{};
+  seq_.cache = engine_.new_cache();
+  seq_.stats = engine_.new_stats(need.stats);
   context_.assign(context.begin(), context.end());
   n_context_ = static_cast<int32_t>(context.size());
   Timer t;
-  const int nb = engine_.params().n_batch;
-  for (size_t b = 0; b < context.size(); b += static_cast<size_t>(nb)) {
-    const size_t n = std::min<size_t>(static_cast<size_t>(nb), context.size() - b);
-    maybe_compress_for_cap(*cache_, stats_.get(), static_cast<int>(n));
-    engine_.forward(*cache_, context.subspan(b, n), Logits::None, stats_.get());
-  }
+  run_prefill(seq_, context, false, need.context_nll ? &nll_ : nullptr);
+  if (!need.context_nll) nll_.clear();
   prefill_s_ = t.seconds();
-  full_bytes_ = cache_->bytes_held();
-  full_slots_ = cache_->total_slots();
+  // What the uncompressed context holds: every token in every head, in whole pages (a memory-cap
+  // trigger or a prefill that prunes rows holds less already).
+  const KvLayout& l = seq_.cache->layout();
+  const size_t heads = static_cast<size_t>(l.n_heads_total());
+  full_slots_ = context.size() * heads;
+  full_bytes_ = (context.size() + l.page_tokens - 1) / l.page_tokens * heads * l.page_bytes();
   finish_prefill();
 }
 
 void CompressedContext::finish_prefill() {
-  if (spec_.trigger.kind != Trigger::Kind::MemoryCap)
-    result_ = compress(*cache_, stats_.get(), spec_.press, spec_.request, engine_.attn_shape(), engine_.pool());
-  else
-    result_.slots_after = cache_->total_slots(), result_.bytes_after = cache_->bytes_held();
-  const KvLayout& l = cache_->layout();
-  decode_budget_ = static_cast<int32_t>(std::lround(static_cast<double>(cache_->total_slots()) / l.n_heads_total()));
+  if (spec_.trigger.kind == Trigger::Kind::MemoryCap) {
+    result_ = CompressResult{};
+    result_.slots_before = full_slots_;
+    result_.bytes_before = full_bytes_;
+    result_.slots_after = seq_.cache->total_slots();
+    result_.bytes_after = seq_.cache->bytes_held();
+    return;
+  }
+  EngineProbe probe(engine_, context_, nll_);
+  result_ = compress(*seq_.cache, seq_.stats.get(), spec_.press, spec_.request, engine_.attn_shape(), engine_.pool(),
+                     {&probe, &seq_.state});
 }
 
 void CompressedContext::compress_from(const CompressedContext& base) {
@@ -65,17 +108,17 @@ void CompressedContext::compress_from(const CompressedContext& base) {
     return;
   }
   if (base.context_.empty()) fail("compress_from: the base context was not prefilled");
-  const StatsRequest need = spec_.press.needs();
-  const StatsRequest have = base.stats_ ? base.stats_->request() : StatsRequest{};
-  if ((need.col_sum && !have.col_sum) || (need.col_max && !have.col_max) || need.window > have.window ||
-      (need.pre_rope_keys && !have.pre_rope_keys) || (need.queries && !have.queries) ||
-      (need.hidden_moments && !have.hidden_moments))
-    fail("compress_from: the base prefill did not collect the statistics press '{}' needs", spec_.press.name);
-  if (base.full_slots_ != base.cache_->total_slots())
+  const Needs need = spec_.press.needs();
+  const StatsRequest have = base.seq_.stats ? base.seq_.stats->request() : StatsRequest{};
+  if (!have.covers(need.stats) || (need.context_nll && base.nll_.empty()))
+    fail("compress_from: the base prefill did not collect what press '{}' needs", spec_.press.name);
+  if (base.full_slots_ != base.seq_.cache->total_slots())
     fail("compress_from: the base context is already compressed");
-  cache_ = base.cache_->fork();
-  stats_ = base.stats_ ? base.stats_->clone() : nullptr;
+  seq_ = Sequence{};
+  seq_.cache = base.seq_.cache->fork();
+  seq_.stats = need.stats.any() ? base.seq_.stats->clone_subset(need.stats) : nullptr;
   context_ = base.context_;
+  nll_ = need.context_nll ? base.nll_ : std::vector<float>{};
   n_context_ = base.n_context_;
   prefill_s_ = base.prefill_s_;
   full_bytes_ = base.full_bytes_;
@@ -83,34 +126,36 @@ void CompressedContext::compress_from(const CompressedContext& base) {
   finish_prefill();
 }
 
-void CompressedContext::adopt(std::unique_ptr<KvCache> cache, size_t full_bytes, size_t full_slots) {
-  cache_ = std::move(cache);
-  // A .kvc holds the KV only, not the statistics: start a fresh collector, as prefill() does, so a
-  // press that evicts while decoding (H2O, TOVA) has them on the fork. The loaded slots start at
-  // zero and accumulate the attention of the questions and answers asked from here on.
-  stats_ = make_stats();
+void CompressedContext::adopt(std::unique_ptr<KvCache> cache, size_t full_bytes, size_t full_slots, PressState state) {
+  seq_ = Sequence{};
+  seq_.cache = std::move(cache);
+  // A .kvc holds the KV and the press state, not the statistics: start a fresh collector, as
+  // prefill() does, so a press that evicts while decoding (H2O, TOVA) has them on the fork. The
+  // loaded slots start at zero and accumulate the attention of the questions and answers asked
+  // from here on.
+  seq_.stats = engine_.new_stats(spec_.press.needs().stats);
+  seq_.state = std::move(state);
   context_.clear();
+  nll_.clear();
   full_bytes_ = full_bytes;
   full_slots_ = full_slots;
-  n_context_ = cache_->n_past();
+  n_context_ = seq_.cache->n_past();
   result_ = CompressResult{};
-  result_.slots_after = cache_->total_slots();
-  result_.bytes_after = cache_->bytes_held();
-  decode_budget_ =
-      static_cast<int32_t>(std::lround(static_cast<double>(cache_->total_slots()) / cache_->layout().n_heads_total()));
+  result_.slots_before = full_slots;
+  result_.bytes_before = full_bytes;
+  result_.slots_after = seq_.cache->total_slots();
+  result_.bytes_after = seq_.cache->bytes_held();
 }
 
 Answer CompressedContext::ask(std::span<const int32_t> question, const AnswerOptions& opt) {
   if (question.empty()) fail("empty question");
-  Answer a;
-  std::unique_ptr<KvCache> fork = cache_->fork();
-  std::unique_ptr<StatsCollector> st = stats_ ? stats_->clone() : nullptr;
+  Sequence fork = seq_.fork();
   Timer t;
-  std::vector<float> logits = engine_.forward(*fork, question, Logits::Last, st.get());
-  a.prefill_seconds = t.seconds();
-  Answer d = decode(*fork, st.get(), std::move(logits), opt, decode_budget_);
-  d.prefill_seconds = a.prefill_seconds;
-  return d;
+  std::vector<float> logits = run_prefill(fork, question, true, nullptr);
+  const double prefill_s = t.seconds();
+  Answer a = decode(fork, std::move(logits), opt);
+  a.prefill_seconds = prefill_s;
+  return a;
 }
 
 Answer CompressedContext::ask_query_aware(std::span<const int32_t> question, const AnswerOptions& opt) {
@@ -118,63 +163,62 @@ Answer CompressedContext::ask_query_aware(std::span<const int32_t> question, con
   if (question.empty()) fail("empty question");
   std::vector<int32_t> all = context_;
   all.insert(all.end(), question.begin(), question.end());
-  auto c = engine_.new_cache();
-  auto st = make_stats();
+  const Needs need = spec_.press.needs();
+  Sequence s;
+  s.cache = engine_.new_cache();
+  s.stats = engine_.new_stats(need.stats);
+  std::vector<float> nll;
   Timer t;
-  std::vector<float> logits;
-  const int nb = engine_.params().n_batch;
-  for (size_t b = 0; b < all.size(); b += static_cast<size_t>(nb)) {
-    const size_t n = std::min<size_t>(static_cast<size_t>(nb), all.size() - b);
-    maybe_compress_for_cap(*c, st.get(), static_cast<int>(n));
-    logits = engine_.forward(*c, std::span<const int32_t>(all).subspan(b, n),
-                             b + n == all.size() ? Logits::Last : Logits::None, st.get());
-  }
+  std::vector<float> logits = run_prefill(s, all, true, need.context_nll ? &nll : nullptr);
   const double prefill_s = t.seconds();
   Timer tc;
-  if (spec_.trigger.kind != Trigger::Kind::MemoryCap)
-    compress(*c, st.get(), spec_.press, spec_.request, engine_.attn_shape(), engine_.pool());
+  if (spec_.trigger.kind != Trigger::Kind::MemoryCap) {
+    EngineProbe probe(engine_, all, nll);
+    compress(*s.cache, s.stats.get(), spec_.press, spec_.request, engine_.attn_shape(), engine_.pool(), {&probe, &s.state});
+  }
   const double comp_s = tc.seconds();
-  const int32_t budget =
-      static_cast<int32_t>(std::lround(static_cast<double>(c->total_slots()) / c->layout().n_heads_total()));
-  Answer a = decode(*c, st.get(), std::move(logits), opt, budget);
+  Answer a = decode(s, std::move(logits), opt);
   a.prefill_seconds = prefill_s;
   a.compress_seconds += comp_s;
   return a;
 }
 
-Answer CompressedContext::decode(KvCache& c, StatsCollector* st, std::vector<float> logits, const AnswerOptions& opt,
-                                 int32_t budget) {
+Answer CompressedContext::decode(Sequence& s, std::vector<float> logits, const AnswerOptions& opt) {
   Answer a;
   const Tokenizer& tok = *engine_.model().tokenizer;
   Sampler sampler(opt.sampler);
+  KvCache& c = *s.cache;
   a.kv_bytes_peak = c.bytes_held();
+  // Decode-time eviction keeps each head at what the sequence holds once the question is in (the
+  // compressed context + the question): the answer is generated in constant memory and the
+  // question is never trimmed. keep 1 means no compression at all, also while decoding.
+  const bool evict = spec_.trigger.kind == Trigger::Kind::EveryN && !spec_.press.is_full() &&
+                     !spec_.request.keeps_everything();
+  const int32_t budget = evict ? mean_head_len(c) : 0;
+  a.decode_budget = budget;
   Timer t;
   double compress_s = 0;
-  // keep 1.0 means no compression at all, also while decoding.
-  const bool evict = spec_.trigger.kind == Trigger::Kind::EveryN && !spec_.press.is_full() &&
-                     (spec_.request.keep < 1.0 || spec_.request.max_tokens > 0);
   for (int step = 0; step < opt.max_new_tokens; ++step) {
     const int32_t next = sampler.sample(logits);
     if (opt.stop_at_eog && tok.is_eog(next)) break;
     a.tokens.push_back(next);
     a.text += tok.token_bytes(next);
     bool stop = false;
-    for (const auto& s : opt.stop) {
-      const auto p = a.text.find(s);
-      if (!s.empty() && p != std::string::npos) {
+    for (const auto& st : opt.stop) {
+      const auto p = a.text.find(st);
+      if (!st.empty() && p != std::string::npos) {
         a.text.resize(p);
         stop = true;
       }
     }
     if (stop || step + 1 == opt.max_new_tokens) break;
-    maybe_compress_for_cap(c, st, 1);
-    logits = engine_.forward(c, std::span<const int32_t>(&next, 1), Logits::Last, st);
+    compress_for_cap(s, 1);
+    logits = engine_.forward(c, std::span<const int32_t>(&next, 1), Logits::Last, s.stats.get());
     a.kv_bytes_peak = std::max(a.kv_bytes_peak, c.bytes_held());
     if (evict && (step + 1) % spec_.trigger.every_n == 0 && c.max_len() > budget) {
       Timer tc;
-      CompressRequest r = spec_.request;
-      r.max_tokens = budget;
-      compress(c, st, spec_.press, r, engine_.attn_shape(), engine_.pool());
+      EngineProbe probe(engine_, context_, nll_);
+      evict_to_budget(engine_, s, spec_, budget, &probe);
       compress_s += tc.seconds();
     }
   }

@@ -5,22 +5,36 @@
 // a question inside SnapKV's window flatters it).
 #pragma once
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "press/press.h"
 #include "press/stats.h"
+#include "runtime/compression_spec.h"
 #include "runtime/engine.h"
 #include "runtime/sampler.h"
 
 namespace kvs {
 
-struct CompressionSpec {
-  Press press;
-  CompressRequest request;
-  Trigger trigger;  // usually press.trigger
+// One sequence's compressible state: its cache, the statistics its press collects and the press's
+// per-sequence state. fork() shares the cache copy-on-write and copies the rest.
+struct Sequence {
+  std::unique_ptr<KvCache> cache;
+  std::unique_ptr<StatsCollector> stats;  // null when the press needs none
+  PressState state;
+  Sequence fork() const;
 };
+
+// Mean tokens held per (layer, KV head), rounded: the per-head budget that keeps a sequence's
+// memory where it is (decode-time eviction while answering).
+int32_t mean_head_len(const KvCache& cache);
+
+// Evicts every head of `seq` back to `budget` tokens (CompressRequest::max_tokens) with the
+// spec's press; returns what compress() reports. Decode-time eviction and streaming perplexity.
+CompressResult evict_to_budget(Engine& engine, Sequence& seq, const CompressionSpec& spec, int32_t budget,
+                               ModelProbe* probe = nullptr);
 
 struct AnswerOptions {
   int max_new_tokens = 64;
@@ -38,22 +52,22 @@ struct Answer {
   size_t kv_bytes_peak = 0;     // largest KV bytes the sequence held while answering
   size_t kv_bytes_end = 0;
   int32_t max_head_len_end = 0; // longest KV head when the answer ended
+  int32_t decode_budget = 0;    // per-head tokens decode-time eviction kept (0: no eviction)
 };
 
 class CompressedContext {
  public:
   CompressedContext(Engine& engine, CompressionSpec spec);
 
-  // Prefills the context (collecting the statistics the press needs) and compresses it once
-  // (OnPrefill / EveryN triggers) or whenever the pool passes the cap (MemoryCap).
-  void prefill(std::span<const int32_t> context);
-  // As above, collecting `extra` statistics besides the press's own, so that other presses can
-  // be derived from this prefill (compress_from).
-  void prefill(std::span<const int32_t> context, const StatsRequest& extra);
+  // Prefills the context (collecting what the press needs: statistics, the context's NLL) and
+  // compresses it once (OnPrefill / EveryN triggers) or whenever the pool passes the cap
+  // (MemoryCap). `extra` asks for more, so that other presses can be derived from this prefill
+  // (compress_from).
+  void prefill(std::span<const int32_t> context, const Needs& extra = {});
   // Compresses a copy-on-write fork of `base`'s prefilled, uncompressed cache with this context's
-  // press, using a copy of base's statistics (they must include this press's needs). One prefill
-  // then serves a whole grid of presses and keep ratios. Not for MemoryCap triggers (those
-  // compress during prefill): they prefill afresh.
+  // press, using the part of base's statistics this press needs (so that answering collects only
+  // its own). One prefill then serves a whole grid of presses and keep ratios. Not for MemoryCap
+  // triggers (those compress during prefill): they prefill afresh.
   void compress_from(const CompressedContext& base);
   // Answers on a fork; the compressed context is left untouched.
   Answer ask(std::span<const int32_t> question, const AnswerOptions& opt);
@@ -62,36 +76,45 @@ class CompressedContext {
   Answer ask_query_aware(std::span<const int32_t> question, const AnswerOptions& opt);
 
   // Replaces the cache (loading a saved compressed context); statistics are not restored: a press
-  // that evicts while decoding restarts its accumulation from zero for the loaded slots.
-  void adopt(std::unique_ptr<KvCache> cache, size_t full_bytes, size_t full_slots);
+  // that evicts while decoding restarts its accumulation from zero for the loaded slots. The
+  // press state saved with the cache is restored.
+  void adopt(std::unique_ptr<KvCache> cache, size_t full_bytes, size_t full_slots, PressState state = {});
 
-  KvCache& cache() { return *cache_; }
-  const KvCache& cache() const { return *cache_; }
+  KvCache& cache() { return *seq_.cache; }
+  const KvCache& cache() const { return *seq_.cache; }
+  const StatsCollector* stats() const { return seq_.stats.get(); }
+  const PressState& press_state() const { return seq_.state; }
   const CompressionSpec& spec() const { return spec_; }
   // KV bytes/slots the context held before compression, and after.
   size_t full_bytes() const { return full_bytes_; }
   size_t full_slots() const { return full_slots_; }
   const CompressResult& result() const { return result_; }
+  // Fraction of the context's slots kept (measured), and what an adaptive press chose.
+  double keep_measured() const { return full_slots_ ? static_cast<double>(cache().total_slots()) / full_slots_ : 1.0; }
+  std::optional<double> keep_chosen() const { return result_.keep_chosen; }
   double prefill_seconds() const { return prefill_s_; }
   int32_t context_tokens() const { return n_context_; }
+  // Per-token NLL of the context ([n - 1]; empty unless the press asked for it).
+  const std::vector<float>& context_nll() const { return nll_; }
 
  private:
-  std::unique_ptr<StatsCollector> make_stats(const StatsRequest& extra = {}) const;
+  void compress_for_cap(Sequence& s, int n_next);
   void finish_prefill();
-  void maybe_compress_for_cap(KvCache& c, StatsCollector* st, int n_next);
-  // Continues generation from `logits` on `c`, evicting per the decode trigger.
-  Answer decode(KvCache& c, StatsCollector* st, std::vector<float> logits, const AnswerOptions& opt, int32_t budget);
+  // Prefills `tokens` into `s` (statistics, NLL when needed); returns the last logits if asked.
+  std::vector<float> run_prefill(Sequence& s, std::span<const int32_t> tokens, bool last_logits,
+                                 std::vector<float>* nll);
+  // Continues generation from `logits` on `s`, evicting per the decode trigger.
+  Answer decode(Sequence& s, std::vector<float> logits, const AnswerOptions& opt);
 
   Engine& engine_;
   CompressionSpec spec_;
-  std::unique_ptr<KvCache> cache_;
-  std::unique_ptr<StatsCollector> stats_;
-  std::vector<int32_t> context_;  // kept for query-aware mode
+  Sequence seq_;
+  std::vector<int32_t> context_;  // kept for query-aware mode and the probe
+  std::vector<float> nll_;
   CompressResult result_;
   size_t full_bytes_ = 0, full_slots_ = 0;
   double prefill_s_ = 0;
   int32_t n_context_ = 0;
-  int32_t decode_budget_ = 0;  // per-head tokens decode-time eviction keeps
 };
 
 }  // namespace kvs

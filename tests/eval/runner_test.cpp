@@ -18,7 +18,7 @@ using nlohmann::json;
 EvalOptions tiny_grid(const std::string& out) {
   EvalOptions o;
   o.tasks = {"niah", "ruler_vt", "squad_multi", "ppl_wikitext2"};
-  for (const char* p : {"full", "snapkv", "h2o:recent_fraction=0.25", "adakv@auto"}) o.presses.push_back(parse_press_entry(p));
+  for (const char* p : {"full", "snapkv", "h2o:recent_fraction=0.25", "snapkv:allocator=nucleus:mass=0.8@auto"}) o.presses.push_back(parse_press_entry(p));
   o.keeps = {0.5, 0.25};
   o.task.lengths = {512};
   o.task.depths = {0.5};
@@ -58,7 +58,9 @@ TEST(EvalRunner, PressEntries) {
   EXPECT_EQ(e.label, "snapkv:window_size=16:kernel_size=3");
   EXPECT_EQ(e.params.at("window_size"), "16");
   EXPECT_FALSE(e.adaptive);
-  EXPECT_TRUE(parse_press_entry("adakv@auto").adaptive);
+  EXPECT_TRUE(parse_press_entry("snapkv:allocator=nucleus@auto").adaptive);
+  EXPECT_TRUE(parse_press_entry("snapkv:allocator=nucleus").adaptive);  // adaptive with or without @auto
+  EXPECT_THROW(parse_press_entry("adakv@auto"), Error);                  // a fixed press cannot be @auto
   EXPECT_THROW(parse_press_entry("nope"), Error);
   EXPECT_THROW(parse_press_entry("snapkv:bogus=1"), Error);
 }
@@ -67,7 +69,7 @@ TEST(EvalRunner, TinyGridWritesResumesAndReports) {
   test::TempDir d("eval_runner");
   const EvalOptions o = tiny_grid(d.str());
   const auto s = run_eval(o, test::stories(), two_threads());
-  // per sample: full (1) + snapkv, h2o x 2 keeps (4) + adakv@auto (1); perplexity skips @auto
+  // per sample: full (1) + snapkv, h2o x 2 keeps (4) + nucleus@auto (1); perplexity skips @auto
   EXPECT_EQ(s.planned, 6u * 3 + 5u);
   EXPECT_EQ(s.failed, 0u);
   EXPECT_EQ(s.ran, s.planned);
@@ -83,6 +85,10 @@ TEST(EvalRunner, TinyGridWritesResumesAndReports) {
     const std::string press = r["press_name"];
     if (r["keep_label"] == "auto") {
       EXPECT_TRUE(r["keep"].is_null());
+      // The adaptive press compressed for real and reported what it chose.
+      ASSERT_TRUE(r.contains("keep_chosen"));
+      EXPECT_LT(r["measured_keep"].get<double>(), 1.0);
+      EXPECT_NEAR(r["measured_keep"].get<double>(), r["keep_chosen"].get<double>(), 1e-6);
     } else if (press != "full") {
       EXPECT_NEAR(r["measured_keep"].get<double>(), r["keep"].get<double>(), 0.02);
     } else {

@@ -171,4 +171,66 @@ TEST(KvCache, AppendFailsCleanlyAtTheCap) {
   EXPECT_EQ(pool.pages_in_use(), 6u);
 }
 
+// Compaction of shared pages and row writes into shared pages need fresh pages; at the cap, apply
+// refuses the whole edit and the cache is exactly as it was (no head half-edited, no row written).
+TEST(KvCache, ApplyAtTheCapLeavesTheCacheUnchanged) {
+  auto l = layout();
+  PagePool pool(l.page_bytes());
+  KvCache c(pool, l);
+  fill(c, 16);  // 4 pages per head, 24 pages
+  auto f = c.fork();
+  pool.set_max_bytes(pool.bytes_in_use() + 2 * l.page_bytes());  // two spare pages
+  CacheEdit e(l);
+  RowWrite w;
+  w.slot = 0;
+  w.k.assign(8, 9.0f);
+  w.v.assign(8, 9.0f);
+  w.mass = 2.0f;
+  // Head (0, 0): the write copies page 0 (1), the compaction into 2 pages still shares page 1 so
+  // it copies into 2 fresh pages (peak 3), then frees the page-0 copy; head (1, 1): 1 fresh page.
+  e.at(l, 0, 0) = {true, {0, 1, 2, 3, 4}, {w}};
+  e.at(l, 1, 1) = {true, {3}, {}};
+  EXPECT_EQ(c.pages_needed_for_edit(e), 3u);
+  const size_t in_use = pool.pages_in_use();
+  EXPECT_FALSE(c.apply(e));
+  EXPECT_EQ(pool.pages_in_use(), in_use);
+  EXPECT_EQ(c.len(0, 0), 16);
+  EXPECT_EQ(c.len(1, 1), 16);
+  EXPECT_TRUE(c.head(0, 0).mass.empty());
+  for (int layer = 0; layer < 2; ++layer)
+    for (int h = 0; h < 3; ++h) {
+      expect_rows(c, layer, h);
+      expect_rows(*f, layer, h);
+    }
+  // With room for the peak it applies, and the fork still reads its own rows.
+  pool.set_max_bytes(pool.bytes_in_use() + 3 * l.page_bytes());
+  ASSERT_TRUE(c.apply(e));
+  EXPECT_EQ(c.head(0, 0).pos, (std::vector<int32_t>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(c.head(1, 1).pos, (std::vector<int32_t>{3}));
+  for (int h = 0; h < 3; ++h) expect_rows(*f, 0, h);
+}
+
+// Pages an earlier head's in-place compaction frees serve a later head's copy: the plan counts
+// the peak, not the sum.
+TEST(KvCache, EditPlanReusesPagesFreedByEarlierHeads) {
+  auto l = layout();
+  PagePool pool(l.page_bytes());
+  KvCache c(pool, l);
+  fill(c, 16);
+  auto f = c.fork();
+  // Make head (0, 0) exclusive: the fork drops it; then c owns its 4 pages alone.
+  CacheEdit drop(l);
+  drop.at(l, 0, 0) = {true, {}, {}};
+  ASSERT_TRUE(f->apply(drop));
+  pool.set_max_bytes(pool.bytes_in_use());  // no spare page at all
+  CacheEdit e(l);
+  e.at(l, 0, 0) = {true, {0}, {}};      // in place: frees 3 pages
+  e.at(l, 0, 1) = {true, {0, 1}, {}};   // shared: needs 1 fresh page, frees none (still the fork's)
+  EXPECT_EQ(c.pages_needed_for_edit(e), 0u);
+  EXPECT_TRUE(c.apply(e));
+  expect_rows(c, 0, 0);
+  expect_rows(c, 0, 1);
+  expect_rows(*f, 0, 1);
+}
+
 }  // namespace kvs

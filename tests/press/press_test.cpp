@@ -18,20 +18,26 @@ using test::contains;
 using test::Synth;
 
 float noise(int layer, int h, int pos, int d) {
-  uint32_t x = static_cast<uint32_t>(layer * 7919 + h * 104729 + pos * 1299709 + d * 15485863);
+  // Unsigned arithmetic: wraps by definition (a signed product here overflowed, which UBSan flags).
+  uint32_t x = static_cast<uint32_t>(layer) * 7919u + static_cast<uint32_t>(h) * 104729u +
+               static_cast<uint32_t>(pos) * 1299709u + static_cast<uint32_t>(d) * 15485863u;
   x ^= x >> 13;
   x *= 0x5bd1e995;
   x ^= x >> 15;
   return (static_cast<float>(x % 10000) / 10000.0f - 0.5f) * 0.2f;
 }
 
-// Every registered press: budget per head exact, total exact, sinks + window survive.
+// Every registered press: budget per head exact, total exact, sinks + window survive. The
+// expected budgets are written out, not computed by the allocator under test: 200 tokens at keep
+// 0.25 is 50 per head; PyramidKV's default 64-token window exceeds that average, so it falls back
+// to uniform; AdaKV moves budget between the two heads of a layer but keeps the layer's 100.
 TEST(Press, EveryPressMeetsBudgetAndProtectsSinksAndWindow) {
   for (const auto& info : press_registry()) {
     if (info.name == "full") continue;
     SCOPED_TRACE(info.name);
     Press p = make_press(info.name);
-    Synth s = Synth::make(3, 4, 2, 16, 200, noise, p.needs());
+    if (p.adaptive()) continue;  // chooses its own keep (tested on its own)
+    Synth s = Synth::make(3, 4, 2, 16, 200, noise, p.needs().stats);
     // Let the collector see all 200 context queries of every layer (random queries).
     for (int layer = 0; layer < 3; ++layer) {
       std::vector<float> q(200 * 4 * 16);
@@ -44,26 +50,27 @@ TEST(Press, EveryPressMeetsBudgetAndProtectsSinksAndWindow) {
     r.keep = 0.25;
     r.sinks = 4;
     r.window = 8;
-    auto budgets = p.allocator->allocate(p.scorer->score({*s.cache, s.shape, s.stats.get(), *s.threads, r}), *s.cache, r);
     const auto res = s.run(p, r);
     int64_t total = 0;
-    for (int layer = 0; layer < 3; ++layer)
+    for (int layer = 0; layer < 3; ++layer) {
+      int64_t layer_total = 0;
       for (int h = 0; h < 2; ++h) {
         const auto kept = s.kept_positions(layer, h);
-        EXPECT_EQ(static_cast<int32_t>(kept.size()), budgets[static_cast<size_t>(layer * 2 + h)]);
+        if (info.name == "adakv")
+          EXPECT_GE(kept.size(), 12u);  // at least the protected tokens
+        else
+          EXPECT_EQ(kept.size(), 50u);
         for (int i = 0; i < 4; ++i) EXPECT_TRUE(contains(kept, i)) << "sink " << i;
         for (int i = 192; i < 200; ++i) EXPECT_TRUE(contains(kept, i)) << "window " << i;
         EXPECT_TRUE(std::is_sorted(kept.begin(), kept.end()));
-        total += static_cast<int64_t>(kept.size());
+        layer_total += static_cast<int64_t>(kept.size());
       }
-    EXPECT_EQ(res.slots_after, static_cast<size_t>(total));
-    if (info.name != "pyramidkv" && info.name != "adakv") {
-      for (auto b : budgets) EXPECT_EQ(b, 50);  // uniform: round(0.25 * 200)
+      EXPECT_EQ(layer_total, 100);
+      total += layer_total;
     }
-    // Every allocator keeps the uniform total, except that pyramid's deepest layer is lifted to
-    // its 12 protected tokens.
-    if (info.name != "pyramidkv") EXPECT_EQ(total, 6 * 50);
-    EXPECT_EQ(res.heads_over_budget, 0);
+    EXPECT_EQ(res.slots_after, static_cast<size_t>(total));
+    EXPECT_EQ(res.slots_before, 6u * 200);
+    EXPECT_NEAR(res.keep_measured(), 0.25, 1e-12);
   }
 }
 
@@ -178,29 +185,6 @@ TEST(Press, H2oKeepsHeavyHittersAndRecentTokens) {
   for (int i = 77; i < 80; ++i) EXPECT_TRUE(contains(kept, i));
 }
 
-TEST(Press, PyramidBudgetsDecreaseWithDepth) {
-  Synth s = Synth::make(6, 4, 2, 8, 300, noise, {.window = 64});
-  for (int layer = 0; layer < 6; ++layer) {
-    std::vector<float> q(64 * 4 * 8);
-    for (size_t i = 0; i < q.size(); ++i) q[i] = noise(layer, 3, static_cast<int>(i), 1);
-    std::vector<int32_t> pos(64);
-    std::iota(pos.begin(), pos.end(), 236);
-    s.observe(layer, q, pos);
-  }
-  CompressRequest r;
-  r.keep = 0.3;
-  Press p = make_press("pyramidkv", {{"window_size", "16"}});
-  s.run(p, r);
-  int64_t total = 0;
-  for (int layer = 0; layer < 6; ++layer) {
-    total += s.cache->len(layer, 0) + s.cache->len(layer, 1);
-    EXPECT_EQ(s.cache->len(layer, 0), s.cache->len(layer, 1));
-    if (layer > 0) EXPECT_LT(s.cache->len(layer, 0), s.cache->len(layer - 1, 0));
-  }
-  EXPECT_NEAR(static_cast<double>(total), 0.3 * 300 * 12, 12);
-  EXPECT_EQ(s.cache->len(5, 0), static_cast<int32_t>(std::lround(90.0 / 20)));  // last layer: average / beta
-}
-
 // AdaKV: head 0's window attention is concentrated on 4 keys, head 1's spread evenly; the layer
 // budget moves to the spread head (whose scores beat head 0's near-zero tail), while head 0 keeps
 // its strong keys and at least the alpha floor.
@@ -232,7 +216,8 @@ TEST(Press, FullAndKeepOneChangeNothing) {
   for (const auto& info : press_registry()) {
     SCOPED_TRACE(info.name);
     Press p = make_press(info.name);
-    Synth s = Synth::make(2, 2, 1, 8, 50, noise, p.needs());
+    if (p.adaptive()) continue;
+    Synth s = Synth::make(2, 2, 1, 8, 50, noise, p.needs().stats);
     std::vector<float> q(50 * 2 * 8, 0.1f);
     std::vector<int32_t> pos(50);
     std::iota(pos.begin(), pos.end(), 0);
@@ -267,7 +252,7 @@ namespace {
 // The statistics hooks later methods build on: column maxima, variance, queries, pre-RoPE keys.
 TEST(Stats, CollectsRequestedStatisticsAndFollowsEdits) {
   StatsRequest req;
-  req.col_sum = req.col_max = req.queries = true;
+  req.col_sum = req.col_max = true;
   test::Synth s = test::Synth::make(1, 2, 1, 8, 30, [](int, int, int pos, int d) { return pos == 4 && d == 0 ? 3.0f : 0.0f; }, req);
   std::vector<float> q(30 * 2 * 8, 0.0f);
   for (int t = 0; t < 30; ++t) q[(t * 2 + 0) * 8] = q[(t * 2 + 1) * 8] = 2.0f;
@@ -284,7 +269,6 @@ TEST(Stats, CollectsRequestedStatisticsAndFollowsEdits) {
   for (float x : cs) total += x;
   EXPECT_NEAR(total, 30.0 * 2, 1e-3);  // each query's probabilities sum to 1, two heads per group
   EXPECT_GT(s.stats->attention_variance(0, 0), 0.0);
-  EXPECT_EQ(s.stats->queries(0).size(), q.size());
   // Edits keep the arrays aligned with the cache.
   const std::vector<float> before = cs;
   CacheEdit e(s.layout);

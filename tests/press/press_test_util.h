@@ -19,6 +19,7 @@ struct Synth {
   std::unique_ptr<KvCache> cache;
   std::unique_ptr<ThreadPool> threads;
   std::unique_ptr<StatsCollector> stats;
+  PressState state;
 
   // n_layer x n_head_kv heads of n tokens with keys from `key(layer, kvh, pos, d)`.
   template <typename KeyFn>
@@ -29,7 +30,7 @@ struct Synth {
     s.pool = std::make_unique<PagePool>(s.layout.page_bytes());
     s.cache = std::make_unique<KvCache>(*s.pool, s.layout);
     s.threads = std::make_unique<ThreadPool>(2);
-    s.stats = std::make_unique<StatsCollector>(s.layout, s.shape, req, *s.threads);
+    s.stats = std::make_unique<StatsCollector>(s.layout, s.shape, /*n_embd=*/0, req, *s.threads);
     std::vector<float> k(static_cast<size_t>(n) * n_head_kv * D), v(k.size());
     std::vector<int32_t> pos(static_cast<size_t>(n));
     for (int layer = 0; layer < n_layer; ++layer) {
@@ -64,7 +65,11 @@ struct Synth {
     stats->on_layer(v);
   }
 
-  CompressResult run(const Press& p, const CompressRequest& r) { return compress(*cache, stats.get(), p, r, shape, *threads); }
+  CompressResult run(const Press& p, const CompressRequest& r) {
+    return compress(*cache, stats.get(), p, r, shape, *threads, {nullptr, &state});
+  }
+  // The environment components see (for calling a component directly).
+  PressEnv env(const CompressRequest& r) { return {*cache, shape, stats.get(), *threads, r, nullptr, &state}; }
 
   std::vector<int32_t> kept_positions(int layer, int kvh) const { return cache->head(layer, kvh).pos; }
 };

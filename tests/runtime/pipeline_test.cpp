@@ -24,12 +24,11 @@ const char* kStory =
     "said, \"Let's go to the park and play with the ball.\" Lily was very happy.";
 
 CompressionSpec spec_for(const std::string& press, double keep, ParamMap opts = {}) {
-  CompressionSpec s;
-  s.press = make_press(press, opts);
-  s.request.keep = keep;
-  s.request.sinks = press_info(press).default_sinks;
-  s.trigger = s.press.trigger;
-  return s;
+  SpecArgs a;
+  a.press = press;
+  a.options = std::move(opts);
+  a.keep = keep;
+  return make_compression_spec(a);
 }
 
 std::vector<float> question_logits(Engine& e, CompressedContext& ctx, const std::vector<int32_t>& q) {
@@ -113,9 +112,11 @@ TEST(Pipeline, DecodeTimeEvictionHoldsTheBudget) {
     EXPECT_EQ(a.tokens.size(), 30u);
     // Context head lengths are untouched (answers run on forks)...
     EXPECT_EQ(c.cache().max_len(), budget);
-    // ...and the fork was evicted back to the budget at every step (without eviction it would
-    // hold budget + question + 29 tokens).
-    EXPECT_EQ(a.max_head_len_end, budget);
+    // ...and the fork was evicted back to the kept context + the question at every step (without
+    // eviction it would hold budget + question + 29 tokens; the question is never trimmed).
+    const int32_t want = budget + static_cast<int32_t>(q.size());
+    EXPECT_EQ(a.decode_budget, want);
+    EXPECT_EQ(a.max_head_len_end, want);
     EXPECT_LE(a.kv_bytes_peak, c.cache().bytes_held() + 2 * e.kv_layout().page_bytes() * e.kv_layout().n_heads_total());
   }
 }
@@ -162,9 +163,10 @@ TEST(Pipeline, LoadedContextKeepsDecodeTimeEviction) {
     AnswerOptions ao;
     ao.max_new_tokens = 24;
     ao.stop_at_eog = false;
-    const Answer a = loaded.ask(model->tokenizer->encode(" Who helped Lily?", false, false), ao);
+    const auto q = model->tokenizer->encode(" Who helped Lily?", false, false);
+    const Answer a = loaded.ask(q, ao);
     EXPECT_EQ(a.tokens.size(), 24u);
-    EXPECT_EQ(a.max_head_len_end, budget);
+    EXPECT_EQ(a.max_head_len_end, budget + static_cast<int32_t>(q.size()));
     EXPECT_EQ(loaded.cache().max_len(), budget);  // the loaded context itself is untouched
   }
 }
@@ -249,7 +251,7 @@ TEST(Pipeline, CompressFromSharedPrefillEqualsFreshPrefill) {
   auto model = Model::load(test::stories_gguf());
   Engine e(*model, {});
   const auto ctx_ids = model->tokenizer->encode(kStory, true, false);
-  StatsRequest all;
+  Needs all;
   for (const auto& info : press_registry()) all |= make_press(info.name).needs();
   CompressedContext base(e, spec_for("full", 1.0));
   base.prefill(ctx_ids, all);

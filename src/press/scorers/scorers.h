@@ -13,17 +13,14 @@ class StreamingScorer : public Scorer {
 };
 
 // H2O (Zhang et al. 2023, arXiv:2306.14048): heavy hitters by accumulated attention (column sums
-// over every query seen, prefill and decode) plus the most recent tokens: `recent_fraction` of
-// each head's budget goes to the newest tokens, the rest to the largest accumulated attention.
+// over every query seen, prefill and decode). The press keeps `recent_fraction` of each head's
+// budget for the newest tokens through its selector (TopKSelector's recent share), so the scorer
+// knows nothing of budgets.
 class H2oScorer : public Scorer {
  public:
-  explicit H2oScorer(double recent_fraction = 0.5) : recent_(recent_fraction) {}
   std::string name() const override { return "h2o"; }
-  StatsRequest needs() const override { return {.col_sum = true}; }
+  Needs needs() const override { return {.stats = {.col_sum = true}}; }
   Scores score(const ScoreContext& ctx) const override;
-
- private:
-  double recent_;
 };
 
 // SnapKV (Li et al. 2024, arXiv:2404.14469): attention of the last `window` queries (the
@@ -33,21 +30,29 @@ class SnapKvScorer : public Scorer {
  public:
   SnapKvScorer(int window = 64, int kernel = 5, bool max_pool = false) : window_(window), kernel_(kernel), max_pool_(max_pool) {}
   std::string name() const override { return "snapkv"; }
-  StatsRequest needs() const override { return {.window = window_}; }
+  Needs needs() const override { return {.stats = {.window = window_}}; }
   Scores score(const ScoreContext& ctx) const override;
+  int observation_window() const override { return window_; }
 
  private:
   int window_, kernel_;
   bool max_pool_;
 };
 
-// TOVA (Oren et al. 2024, arXiv:2401.06104): the last query's attention, averaged over the query
-// heads of the group.
+// TOVA (Oren et al. 2024, arXiv:2401.06104): the last query's attention averaged over ALL query
+// heads of the layer (the published policy, and kvpress's, reviewed by TOVA's authors), so every
+// KV head of a layer scores — and evicts — the same tokens. per_head: average over the query
+// heads of each KV head's group instead.
 class TovaScorer : public Scorer {
  public:
-  std::string name() const override { return "tova"; }
-  StatsRequest needs() const override { return {.window = 1}; }
+  explicit TovaScorer(bool per_head = false) : per_head_(per_head) {}
+  std::string name() const override { return per_head_ ? "tova_per_head" : "tova"; }
+  Needs needs() const override { return {.stats = {.window = 1}}; }
   Scores score(const ScoreContext& ctx) const override;
+  int observation_window() const override { return 1; }
+
+ private:
+  bool per_head_;
 };
 
 // KeyDiff (Park et al. 2025, arXiv:2504.15364): keys least similar to the head's mean normalised

@@ -1,6 +1,7 @@
 #include "press/select/topk.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "core/error.h"
@@ -20,8 +21,8 @@ std::vector<int32_t> top_k_slots(const std::vector<float>& s, int32_t k, const s
   return idx;
 }
 
-CacheEdit TopKSelector::select(const Scores& scores, const Budgets& budgets, const KvCache& c,
-                               const CompressRequest& req) const {
+CacheEdit TopKSelector::select(const Scores& scores, const Budgets& budgets, const PressEnv& env) const {
+  const KvCache& c = env.cache;
   const KvLayout& l = c.layout();
   CacheEdit edit(l);
   for (int i = 0; i < l.n_heads_total(); ++i) {
@@ -30,12 +31,18 @@ CacheEdit TopKSelector::select(const Scores& scores, const Budgets& budgets, con
     if (b >= h.len()) continue;  // nothing to drop
     HeadEdit& e = edit.heads[static_cast<size_t>(i)];
     e.active = true;
-    const auto prot = protected_slots(h, c.n_past(), req);
+    std::vector<bool> taken = protected_slots(h, c.n_past(), env.request);
+    int32_t n_taken = 0;
+    for (int32_t s = 0; s < h.len(); ++s) n_taken += taken[s];
+    // The recent share: the newest slots, up to round(f * budget) of them, within the budget.
+    const int32_t recent = static_cast<int32_t>(std::lround(recent_share_ * b));
+    for (int32_t s = h.len() - 1, n = 0; s >= 0 && n < recent && n_taken < b; --s, ++n)
+      if (!taken[s]) taken[s] = true, ++n_taken;
     for (int32_t s = 0; s < h.len(); ++s)
-      if (prot[s]) e.keep.push_back(s);
+      if (taken[s]) e.keep.push_back(s);
     const int32_t rest = b - static_cast<int32_t>(e.keep.size());
     if (rest > 0) {
-      auto top = top_k_slots(scores.s[static_cast<size_t>(i)], rest, prot);
+      auto top = top_k_slots(scores.s[static_cast<size_t>(i)], rest, taken);
       e.keep.insert(e.keep.end(), top.begin(), top.end());
     }
     std::sort(e.keep.begin(), e.keep.end());

@@ -1,0 +1,222 @@
+#include "runtime/arch/llama.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "kernels/ops.h"
+
+namespace kvs::arch {
+
+void Activations::reserve(const HParams& hp, int n) {
+  if (n <= capacity) return;
+  const size_t T = static_cast<size_t>(n);
+  const size_t E = hp.n_embd, Q = static_cast<size_t>(hp.n_head) * hp.head_dim,
+               KV = static_cast<size_t>(hp.n_head_kv) * hp.head_dim, F = hp.n_ff;
+  x.resize(T * E);
+  xn.resize(T * std::max(E, Q));
+  q.resize(T * Q);
+  k.resize(T * KV);
+  v.resize(T * KV);
+  q_pre.resize(T * Q);
+  k_pre.resize(T * KV);
+  att.resize(T * Q);
+  lse.resize(T * hp.n_head);
+  ffn_gate.resize(T * F);
+  ffn_up.resize(T * F);
+  rope.resize(T * hp.rope_dim);
+  capacity = n;
+}
+
+void rope_table(const Model& m, const int32_t* pos, int n, float* out) {
+  const int R = m.hp.rope_dim;
+  for (int t = 0; t < n; ++t) {
+    float* cs = out + static_cast<size_t>(t) * R;
+    for (int i = 0; i < R / 2; ++i) {
+      const double a = static_cast<double>(pos[t]) * m.rope_inv_freq[static_cast<size_t>(i)];
+      cs[2 * i] = static_cast<float>(std::cos(a));
+      cs[2 * i + 1] = static_cast<float>(std::sin(a));
+    }
+  }
+}
+
+void rope_table_mean(const Model& m, int32_t first, int32_t count, float* out) {
+  KVS_ASSERT(count >= 1);
+  const int R = m.hp.rope_dim;
+  for (int i = 0; i < R / 2; ++i) {
+    double c = 0, s = 0;
+    for (int32_t p = first; p < first + count; ++p) {
+      const double a = static_cast<double>(p) * m.rope_inv_freq[static_cast<size_t>(i)];
+      c += std::cos(a);
+      s += std::sin(a);
+    }
+    out[2 * i] = static_cast<float>(c / count);
+    out[2 * i + 1] = static_cast<float>(s / count);
+  }
+}
+
+namespace {
+
+// fn(t) for every row, across the pool's threads when there is more than one row.
+template <typename Fn>
+void for_rows(ThreadPool& pool, int n, Fn&& fn) {
+  if (n == 1) {
+    fn(0);
+    return;
+  }
+  pool.parallel_for(n, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) fn(static_cast<int>(t));
+  });
+}
+
+// Q/K/V of the normed rows a.xn: projections, biases, pre-RoPE copies, RoPE.
+void qkv(const Runtime& rt, const LayerWeights& L, Activations& a, int n, bool keep_pre) {
+  const HParams& hp = rt.model.hp;
+  const int H = hp.n_head, Hkv = hp.n_head_kv, D = hp.head_dim, R = hp.rope_dim;
+  const int Q = H * D, KV = Hkv * D;
+  kernels::matmul(L.wq, a.xn.data(), n, a.q.data(), rt.pool, rt.mm);
+  kernels::matmul(L.wk, a.xn.data(), n, a.k.data(), rt.pool, rt.mm);
+  kernels::matmul(L.wv, a.xn.data(), n, a.v.data(), rt.pool, rt.mm);
+  for_rows(rt.pool, n, [&](int t) {
+    float* qt = a.q.data() + static_cast<size_t>(t) * Q;
+    float* kt = a.k.data() + static_cast<size_t>(t) * KV;
+    if (L.bq.valid()) {
+      kernels::add_f32(qt, L.bq.f32(), Q);
+      kernels::add_f32(kt, L.bk.f32(), KV);
+      kernels::add_f32(a.v.data() + static_cast<size_t>(t) * KV, L.bv.f32(), KV);
+    }
+    if (keep_pre) {
+      std::memcpy(a.q_pre.data() + static_cast<size_t>(t) * Q, qt, sizeof(float) * Q);
+      std::memcpy(a.k_pre.data() + static_cast<size_t>(t) * KV, kt, sizeof(float) * KV);
+    }
+    const float* cs = a.rope.data() + static_cast<size_t>(t) * R;
+    kernels::rope(qt, H, D, R, cs, hp.rope_style);
+    kernels::rope(kt, Hkv, D, R, cs, hp.rope_style);
+  });
+}
+
+// Keeps rows keep[0..m) of the chunk: the residual stream, positions, row indices, RoPE rows.
+void compact_rows(const HParams& hp, Activations& a, int n, const std::vector<int32_t>& keep) {
+  const int m = static_cast<int>(keep.size());
+  KVS_ASSERT(m >= 1 && keep.back() == n - 1);
+  for (int i = 0; i < m; ++i) KVS_ASSERT(keep[i] >= 0 && keep[i] < n && (i == 0 || keep[i] > keep[i - 1]));
+  const size_t E = hp.n_embd, R = hp.rope_dim;
+  for (int i = 0; i < m; ++i) {
+    const size_t src = static_cast<size_t>(keep[i]);
+    if (src == static_cast<size_t>(i)) continue;
+    std::memmove(a.x.data() + i * E, a.x.data() + src * E, sizeof(float) * E);
+    std::memmove(a.rope.data() + i * R, a.rope.data() + src * R, sizeof(float) * R);
+    a.pos[static_cast<size_t>(i)] = a.pos[src];
+    a.row[static_cast<size_t>(i)] = a.row[src];
+  }
+  a.pos.resize(static_cast<size_t>(m));
+  a.row.resize(static_cast<size_t>(m));
+}
+
+}  // namespace
+
+void project_queries(const Runtime& rt, int layer, const float* hidden, int n, const float* rope_cs, bool rope_shared,
+                     float* q_out, float* xn_scratch) {
+  const HParams& hp = rt.model.hp;
+  KVS_ASSERT(layer >= 0 && layer < hp.n_layer);
+  const LayerWeights& L = rt.model.layers[static_cast<size_t>(layer)];
+  const int E = hp.n_embd, H = hp.n_head, D = hp.head_dim, R = hp.rope_dim, Q = H * D;
+  for_rows(rt.pool, n, [&](int t) {
+    kernels::rmsnorm(hidden + static_cast<size_t>(t) * E, L.attn_norm.f32(), xn_scratch + static_cast<size_t>(t) * E, E,
+                     hp.rms_eps);
+  });
+  kernels::matmul(L.wq, xn_scratch, n, q_out, rt.pool, rt.mm);
+  for_rows(rt.pool, n, [&](int t) {
+    float* qt = q_out + static_cast<size_t>(t) * Q;
+    if (L.bq.valid()) kernels::add_f32(qt, L.bq.f32(), Q);
+    kernels::rope(qt, H, D, R, rope_cs + (rope_shared ? 0 : static_cast<size_t>(t) * R), hp.rope_style);
+  });
+}
+
+int forward_chunk(const Runtime& rt, Activations& a, KvCache& cache, const int32_t* tokens, const int32_t* pos, int n,
+                  LogitsRows mode, const ForwardHooks& hooks, float* logits_out) {
+  const Model& model = rt.model;
+  const HParams& hp = model.hp;
+  a.reserve(hp, n);
+  const int E = hp.n_embd, F = hp.n_ff;
+  LayerObserver* obs = hooks.observer;
+  const bool keep_pre = obs && obs->needs_pre_rope();
+  a.pos.assign(pos, pos + n);
+  a.row.resize(static_cast<size_t>(n));
+  for (int t = 0; t < n; ++t) a.row[static_cast<size_t>(t)] = t;
+
+  // Embedding and the RoPE table of every row.
+  for_rows(rt.pool, n, [&](int t) {
+    kernels::dequantize_row(model.tok_embd.type, model.tok_embd.row(tokens[t]), a.x.data() + static_cast<size_t>(t) * E, E);
+  });
+  rope_table(model, a.pos.data(), n, a.rope.data());
+
+  std::vector<int32_t> keep;
+  for (int il = 0; il < hp.n_layer; ++il) {
+    const LayerWeights& L = model.layers[static_cast<size_t>(il)];
+    // Optional pruning of rows before the layer (UNComp's prefill hidden-state pruning).
+    if (hooks.rows && il > 0) {
+      RowView rv{il, n, E, a.pos.data(), a.row.data(), a.x.data(), &cache};
+      keep.clear();
+      if (hooks.rows->select_rows(rv, keep) && static_cast<int>(keep.size()) < n) {
+        compact_rows(hp, a, n, keep);
+        n = static_cast<int>(keep.size());
+      }
+    }
+
+    // Attention block: x += Wo . attention(RoPE(Wq . norm(x)), cache + RoPE(Wk . norm(x)), Wv . norm(x)).
+    for_rows(rt.pool, n, [&](int t) {
+      kernels::rmsnorm(a.x.data() + static_cast<size_t>(t) * E, L.attn_norm.f32(), a.xn.data() + static_cast<size_t>(t) * E, E,
+                       hp.rms_eps);
+    });
+    qkv(rt, L, a, n, keep_pre);
+    if (!cache.append(il, n, a.k.data(), a.v.data(), a.pos.data()))
+      fail("KV cache memory cap reached while appending layer {}", il);
+    attention(cache, il, rt.shape, a.q.data(), a.pos.data(), n, a.att.data(), a.lse.data(), rt.pool, rt.attn);
+    if (obs) {
+      LayerView v;
+      v.layer = il;
+      v.n_tok = n;
+      v.pos = a.pos.data();
+      v.shape = &rt.shape;
+      v.hidden = a.x.data();
+      v.q = a.q.data();
+      v.lse = a.lse.data();
+      v.q_pre_rope = keep_pre ? a.q_pre.data() : nullptr;
+      v.k_pre_rope = keep_pre ? a.k_pre.data() : nullptr;
+      v.cache = &cache;
+      obs->on_layer(v);
+    }
+    kernels::matmul(L.wo, a.att.data(), n, a.xn.data(), rt.pool, rt.mm);
+    for_rows(rt.pool, n, [&](int t) {
+      kernels::add_f32(a.x.data() + static_cast<size_t>(t) * E, a.xn.data() + static_cast<size_t>(t) * E, E);
+    });
+
+    // Feed-forward block (SwiGLU): x += W_down . (silu(W_gate . norm(x)) * (W_up . norm(x))).
+    for_rows(rt.pool, n, [&](int t) {
+      kernels::rmsnorm(a.x.data() + static_cast<size_t>(t) * E, L.ffn_norm.f32(), a.xn.data() + static_cast<size_t>(t) * E, E,
+                       hp.rms_eps);
+    });
+    kernels::matmul(L.ffn_gate, a.xn.data(), n, a.ffn_gate.data(), rt.pool, rt.mm);
+    kernels::matmul(L.ffn_up, a.xn.data(), n, a.ffn_up.data(), rt.pool, rt.mm);
+    for_rows(rt.pool, n, [&](int t) {
+      kernels::silu_mul(a.ffn_gate.data() + static_cast<size_t>(t) * F, a.ffn_up.data() + static_cast<size_t>(t) * F, F);
+    });
+    kernels::matmul(L.ffn_down, a.ffn_gate.data(), n, a.xn.data(), rt.pool, rt.mm);
+    for_rows(rt.pool, n, [&](int t) {
+      kernels::add_f32(a.x.data() + static_cast<size_t>(t) * E, a.xn.data() + static_cast<size_t>(t) * E, E);
+    });
+  }
+
+  // Output: logits = W_out . norm(x) for the last row or every row alive.
+  if (mode == LogitsRows::None) return n;
+  const int first = mode == LogitsRows::All ? 0 : n - 1;
+  for (int t = first; t < n; ++t)
+    kernels::rmsnorm(a.x.data() + static_cast<size_t>(t) * E, model.output_norm.f32(),
+                     a.xn.data() + static_cast<size_t>(t - first) * E, E, hp.rms_eps);
+  kernels::matmul(model.output, a.xn.data(), n - first, logits_out, rt.pool, rt.mm);
+  return n;
+}
+
+}  // namespace kvs::arch

@@ -1,0 +1,74 @@
+// The Llama-family forward pass, read top-down: embedding -> N x [RMSNorm, Q/K/V projections
+// (+ Qwen2's biases), RoPE, append K/V to the cache, attention over the per-head cache, output
+// projection, residual, RMSNorm, SwiGLU FFN, residual] -> RMSNorm -> logits.
+// Covers `llama` (Llama 2/3/3.1/3.2, Mistral, SmolLM, TinyLlama) and `qwen2` (Llama + QKV biases,
+// rotate-half RoPE). One file per architecture, as llama.cpp's src/models/<arch>.cpp.
+//
+// Dimension legend: T = rows (tokens) of the chunk, E = n_embd, H = query heads, Hkv = KV heads,
+// D = head_dim, R = rope_dim, F = n_ff, V = n_vocab.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "core/aligned_buffer.h"
+#include "core/thread_pool.h"
+#include "kernels/matmul.h"
+#include "kvcache/attention.h"
+#include "kvcache/kv_cache.h"
+#include "model/model.h"
+#include "press/observer.h"
+
+namespace kvs::arch {
+
+// Activations of one forward chunk (llama2.c's RunState): every buffer named with its shape.
+// Capacity grows to the largest chunk seen; T shrinks when a RowSelector drops rows.
+struct Activations {
+  AlignedBuffer<float> x;         // [T][E]     residual stream
+  AlignedBuffer<float> xn;        // [T][max(E, H*D)] normed residual, then projection outputs
+  AlignedBuffer<float> q;         // [T][H][D]  queries, after RoPE
+  AlignedBuffer<float> k;         // [T][Hkv][D] keys, after RoPE (appended to the cache)
+  AlignedBuffer<float> v;         // [T][Hkv][D] values
+  AlignedBuffer<float> q_pre;     // [T][H][D]  queries before RoPE (only for observers that ask)
+  AlignedBuffer<float> k_pre;     // [T][Hkv][D] keys before RoPE (idem)
+  AlignedBuffer<float> att;       // [T][H][D]  attention output
+  AlignedBuffer<float> lse;       // [T][H]     log-sum-exp of each query's scaled scores
+  AlignedBuffer<float> ffn_gate;  // [T][F]     gate projection, then silu(gate) * up
+  AlignedBuffer<float> ffn_up;    // [T][F]     up projection
+  AlignedBuffer<float> rope;      // [T][R]     (cos, sin) pairs of each row's position
+  std::vector<int32_t> pos;       // [T]        positions of the rows
+  std::vector<int32_t> row;       // [T]        index of each row in the chunk as given
+  int capacity = 0;
+  void reserve(const HParams& hp, int n);
+};
+
+// What a pass uses besides its inputs (owned by the Engine).
+struct Runtime {
+  const Model& model;
+  ThreadPool& pool;
+  kernels::MatmulScratch& mm;
+  AttnScratch& attn;
+  AttnShape shape;
+};
+
+enum class LogitsRows { None, Last, All };
+
+// Runs one chunk of n tokens at positions pos (increasing, >= cache.n_past()), appending their
+// K/V to `cache`. logits_out: [1][V] for Last, [T_end][V] for All (T_end = rows alive at the end;
+// their chunk indices are a.row[0 .. T_end)). Returns T_end.
+int forward_chunk(const Runtime& rt, Activations& a, KvCache& cache, const int32_t* tokens, const int32_t* pos, int n,
+                  LogitsRows mode, const ForwardHooks& hooks, float* logits_out);
+
+// (cos, sin) pairs for positions: out [n][R].
+void rope_table(const Model& m, const int32_t* pos, int n, float* out);
+// (cos, sin) pairs averaged over positions first .. first + count - 1: out [R]. The average of
+// rotations is not a rotation: it shrinks the rotated pairs as a future query of unknown
+// position would on average (GVote's projection of synthetic queries).
+void rope_table_mean(const Model& m, int32_t first, int32_t count, float* out);
+
+// Queries of hidden states entering `layer`: attn_norm, W_q (+ bias), RoPE with the given (cos,
+// sin) rows — the code the forward runs. hidden [n][E], rope_cs [n][R] (or [1][R] shared by every
+// row when rope_shared), q_out [n][H][D]; xn_scratch [n][E].
+void project_queries(const Runtime& rt, int layer, const float* hidden, int n, const float* rope_cs, bool rope_shared,
+                     float* q_out, float* xn_scratch);
+
+}  // namespace kvs::arch
