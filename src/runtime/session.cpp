@@ -158,7 +158,8 @@ Answer CompressedContext::ask(std::span<const int32_t> question, const AnswerOpt
   return a;
 }
 
-Answer CompressedContext::ask_query_aware(std::span<const int32_t> question, const AnswerOptions& opt) {
+Sequence CompressedContext::prefill_query_aware(std::span<const int32_t> question, std::vector<float>* logits,
+                                                double* prefill_seconds, double* compress_seconds) {
   if (context_.empty()) fail("query-aware answering needs the context tokens (not available for a loaded cache)");
   if (question.empty()) fail("empty question");
   std::vector<int32_t> all = context_;
@@ -169,14 +170,22 @@ Answer CompressedContext::ask_query_aware(std::span<const int32_t> question, con
   s.stats = engine_.new_stats(need.stats);
   std::vector<float> nll;
   Timer t;
-  std::vector<float> logits = run_prefill(s, all, true, need.context_nll ? &nll : nullptr);
-  const double prefill_s = t.seconds();
+  std::vector<float> last = run_prefill(s, all, true, need.context_nll ? &nll : nullptr);
+  if (prefill_seconds) *prefill_seconds = t.seconds();
   Timer tc;
   if (spec_.trigger.kind != Trigger::Kind::MemoryCap) {
     EngineProbe probe(engine_, all, nll);
     compress(*s.cache, s.stats.get(), spec_.press, spec_.request, engine_.attn_shape(), engine_.pool(), {&probe, &s.state});
   }
-  const double comp_s = tc.seconds();
+  if (compress_seconds) *compress_seconds = tc.seconds();
+  if (logits) *logits = std::move(last);
+  return s;
+}
+
+Answer CompressedContext::ask_query_aware(std::span<const int32_t> question, const AnswerOptions& opt) {
+  std::vector<float> logits;
+  double prefill_s = 0, comp_s = 0;
+  Sequence s = prefill_query_aware(question, &logits, &prefill_s, &comp_s);
   Answer a = decode(s, std::move(logits), opt);
   a.prefill_seconds = prefill_s;
   a.compress_seconds += comp_s;

@@ -74,6 +74,10 @@ class CompressedContext {
   // Query-aware baseline: prefill context + question into a fresh cache, compress, answer.
   // Needs prefill() to have been called (it reuses the context tokens, not the cache).
   Answer ask_query_aware(std::span<const int32_t> question, const AnswerOptions& opt);
+  // The sequence ask_query_aware answers from: context + question prefilled into a fresh cache
+  // and compressed; the question's last logits go to `logits`.
+  Sequence prefill_query_aware(std::span<const int32_t> question, std::vector<float>* logits,
+                               double* prefill_seconds = nullptr, double* compress_seconds = nullptr);
 
   // Replaces the cache (loading a saved compressed context); statistics are not restored: a press
   // that evicts while decoding restarts its accumulation from zero for the loaded slots. The
