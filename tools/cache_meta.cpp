@@ -6,6 +6,9 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "kvcache/cache_file.h"
+#include "kvcache/header_fields.h"
+#include "press/registry.h"
 
 namespace kvs::cli {
 
@@ -37,7 +40,42 @@ nlohmann::json cache_meta(const Model& m, const PressOptions& po, const PromptOp
   return j;
 }
 
+void check_cache_meta(const nlohmann::json& meta, const std::string& file) {
+  const CacheHeaderLayout h = check_cache_header(meta, file);
+  const HeaderFields f(meta, file);
+  for (const char* k : {"model_path", "model_name", "model_fingerprint", "question_template"}) f.string_or(k, "");
+  const std::string press = f.string_or("press", "full");
+  const std::vector<std::string> opts = f.strings_or("press_options");
+  f.number_or_null("keep", 0.0, 1.0);  // null: an adaptive press chose its own
+  if (f.has("keep") && !f.is_null("keep")) f.number_or("keep", 0.0, 1.0, true, 1.0);
+  f.number_or("quality", 0.0, 1.0, false, 0.0);
+  f.number_or_null("keep_measured", 0.0, 1.0);
+  f.number_or_null("keep_chosen", 0.0, 1.0);
+  f.object_if_present("press_state");
+  f.integer_or("budget", 0, kMaxCachePositions, 0);
+  f.integer_or("sinks", -1, kMaxCachePositions, -1);
+  f.integer_or("window", -1, kMaxCachePositions, -1);
+  const std::string trigger = f.string_or("trigger", "");
+  f.uint64_or("seed", 0);
+  f.boolean_or("chat", false);
+  // What the context was before compression: at most n_past tokens, at least the slots kept and
+  // at most every head holding every position.
+  f.integer_or("context_tokens", 0, h.n_past, 0);
+  const int64_t all_slots = int64_t{h.n_layer} * h.n_head_kv * h.n_past;
+  if (f.has("full_slots")) f.integer("full_slots", static_cast<int64_t>(h.slots), all_slots);
+  f.integer_or("full_bytes", 0, int64_t{1} << 50, 0);
+  // The press, its options and trigger must be ones this build accepts (the same checks as the
+  // command line's), so a crafted header cannot smuggle in a value the options parser refuses.
+  try {
+    make_press(press, parse_params(opts));
+    if (!trigger.empty()) parse_trigger(trigger);
+  } catch (const Error& e) {
+    fail("{}: header fields 'press', 'press_options' or 'trigger': {}", file, e.what());
+  }
+}
+
 void check_cache_model(const nlohmann::json& meta, const Model& m, const std::string& file) {
+  check_cache_meta(meta, file);
   const std::string want = meta.value("model_fingerprint", std::string());
   const std::string have = fmt::format("{:016x}", m.fingerprint);
   if (want != have)
@@ -46,17 +84,20 @@ void check_cache_model(const nlohmann::json& meta, const Model& m, const std::st
 }
 
 std::string meta_model_path(const nlohmann::json& meta, const std::string& file) {
+  check_cache_meta(meta, file);
   const std::string p = meta.value("model_path", std::string());
   if (p.empty()) fail("{}: the file does not name its model; pass -m MODEL", file);
   return p;
 }
 
 PressOptions press_options_from_meta(const nlohmann::json& meta) {
+  check_cache_meta(meta, "compressed-context file");
   PressOptions po;
   try {
     po.press = meta.value("press", std::string("full"));
     po.opts = meta.value("press_options", std::vector<std::string>{});
-    const auto& k = meta.contains("keep") ? meta.at("keep") : nlohmann::json(nullptr);
+    // Version 1 files have no null keep: a missing keep was the old default, 1.
+    const auto& k = meta.contains("keep") ? meta.at("keep") : nlohmann::json(1.0);
     po.keep = k.is_null() ? std::string() : fmt::format("{}", k.get<double>());
     po.quality = meta.value("quality", 0.0);
     po.budget = meta.value("budget", 0);
@@ -96,6 +137,7 @@ PressState press_state_from_meta(const nlohmann::json& meta, const std::string& 
 }
 
 PromptOptions prompt_options_from_meta(const nlohmann::json& meta) {
+  check_cache_meta(meta, "compressed-context file");
   PromptOptions pr;
   try {
     pr.chat = meta.value("chat", false);

@@ -2,7 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <thread>
 
 #include "core/error.h"
 
@@ -19,7 +23,7 @@ void EngineOptions::add(CLI::App* cmd, bool model_required) {
 
 EngineParams EngineOptions::params() const {
   EngineParams p;
-  p.n_threads = threads;
+  p.n_threads = capped_threads("--threads", threads);
   DType t;
   if (!dtype_from_name(kv_type, &t) || (t != DType::F32 && t != DType::F16))
     fail("--kv-type '{}' is not supported (expected f32 or f16)", kv_type);
@@ -61,6 +65,64 @@ void Utf8Stream::flush() {
   if (!pending_.empty()) std::fwrite(pending_.data(), 1, pending_.size(), stdout);
   pending_.clear();
   std::fflush(stdout);
+}
+
+void require_number(const std::string& opt, double v, double lo, double hi, bool lo_open, bool hi_open) {
+  const bool ok = std::isfinite(v) && (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
+  if (!ok) fail("{} must be a finite number in {}{}, {}{}, got {}", opt, lo_open ? "(" : "[", lo, hi, hi_open ? ")" : "]", v);
+}
+
+void require_int(const std::string& opt, int64_t v, int64_t lo, int64_t hi) {
+  if (v < lo || v > hi) fail("{} must be an integer in {}..{}, got {}", opt, lo, hi, v);
+}
+
+int capped_threads(const std::string& opt, int n) {
+  if (n < 0) fail("{} must be >= 0 (0 = all cores), got {}", opt, n);
+  const int hw = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int cap = kMaxThreadsPerCore * hw;
+  if (n > cap) {
+    fmt::print(stderr, "warning: {} {} is more than {} x the {} hardware threads; using {}\n", opt, n, kMaxThreadsPerCore,
+               hw, cap);
+    return cap;
+  }
+  return n;
+}
+
+CLI::Validator non_negative_integer() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos)
+          return "must be a non-negative decimal integer, got '" + s + "'";
+        return {};
+      },
+      "UINT", "non-negative integer");
+}
+
+void check_output_file(const std::string& opt, const std::string& path) {
+  namespace fs = std::filesystem;
+  if (path.empty()) fail("{}: empty output path", opt);
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (fs::exists(st) && !fs::is_regular_file(st))
+    fail("{} {}: exists and is not a regular file (a folder, FIFO or device); give a file path", opt, path);
+  const fs::path parent = fs::path(path).parent_path();
+  if (!parent.empty() && !fs::is_directory(parent, ec))
+    fail("{} {}: the folder {} does not exist or is not a folder", opt, path, parent.string());
+}
+
+void check_output_dir(const std::string& opt, const std::string& path) {
+  namespace fs = std::filesystem;
+  if (path.empty()) fail("{}: empty output path", opt);
+  std::error_code ec;
+  for (fs::path p = fs::path(path); !p.empty(); p = p.parent_path()) {
+    const fs::file_status st = fs::status(p, ec);
+    if (fs::exists(st)) {
+      if (!fs::is_directory(st))
+        fail("{} {}: {} exists and is not a folder; give a folder path", opt, path, p.string());
+      break;  // everything above an existing folder exists
+    }
+    if (p == p.parent_path()) break;
+  }
 }
 
 std::string format_bytes(size_t b) {

@@ -49,4 +49,37 @@ class Utf8Stream {
 
 std::string format_bytes(size_t b);  // "12.3 MiB (12897484 B)"
 
+// ---- option checks --------------------------------------------------------------------------
+// Run at the start of a command, before any model is loaded: a bad value is a kvs::Error
+// ("--temp must be a finite number in [0, 100], got nan") and exit code 1. CLI11 itself accepts
+// nan/inf for doubles and wraps negative text into unsigned options, hence these.
+
+// Largest token count a length option takes (prompt / context lengths of bench, bench-press,
+// eval): 2^20 tokens.
+inline constexpr int kMaxTokensOption = 1 << 20;
+// Thread counts above this multiple of the hardware threads are capped (with a warning).
+inline constexpr int kMaxThreadsPerCore = 4;
+
+void require_number(const std::string& opt, double v, double lo, double hi, bool lo_open = false, bool hi_open = false);
+void require_int(const std::string& opt, int64_t v, int64_t lo, int64_t hi);
+template <typename T>
+void require_numbers(const std::string& opt, const std::vector<T>& vs, double lo, double hi, bool lo_open = false) {
+  for (const T& v : vs) require_number(opt, static_cast<double>(v), lo, hi, lo_open);
+}
+template <typename T>
+void require_ints(const std::string& opt, const std::vector<T>& vs, int64_t lo, int64_t hi) {
+  for (const T& v : vs) require_int(opt, v, lo, hi);
+}
+// n (0 = all cores) capped at kMaxThreadsPerCore x the hardware threads, with a warning naming
+// `opt`; negative n refused.
+int capped_threads(const std::string& opt, int n);
+// CLI11 check for unsigned options: refuses a leading '-' (CLI11 would wrap "-1" to 2^64-1).
+CLI::Validator non_negative_integer();
+
+// Output paths, checked before long work starts. A file output: the target, if it exists, must
+// be a regular file (it is replaced) and its folder must exist. A folder output: the target, if
+// it exists, must be a folder, and no existing ancestor may be anything but a folder.
+void check_output_file(const std::string& opt, const std::string& path);
+void check_output_dir(const std::string& opt, const std::string& path);
+
 }  // namespace kvs::cli

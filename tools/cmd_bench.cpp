@@ -29,15 +29,22 @@ std::vector<int32_t> random_tokens(int n, int n_vocab, uint64_t seed) {
 }
 
 void run_bench(BenchOptions o) {
-  auto model = Model::load(o.eng.model);
+  // Lengths are token counts: refused outside 1..2^20 (prefill) / 0..2^20 (decode context)
+  // before anything is loaded or allocated.
+  require_ints("--prompt-lens", o.prompt_lens, 1, kMaxTokensOption);
+  require_ints("--ctx-lens", o.ctx_lens, 0, kMaxTokensOption);
+  require_int("--n-decode", o.n_decode, 1, 100000);
+  require_int("--reps", o.reps, 1, 100);
   if (o.threads.empty()) o.threads.push_back(o.eng.threads);
+  for (int& th : o.threads) th = capped_threads("--thread-list", th);
+  auto model = Model::load(o.eng.model);
   fmt::print("model: {} — {}\nweights: {}; kv type {}\n\n", model->name, model->hp.summary(),
              format_bytes(model->weight_bytes()), o.eng.kv_type);
   fmt::print("| threads | test | tokens/s | ms/token | kv held |\n|---:|---|---:|---:|---:|\n");
   const int V = model->hp.n_vocab;
   for (int th : o.threads) {
     EngineOptions eo = o.eng;
-    eo.threads = th;
+    eo.threads = th;  // already capped
     Engine engine(*model, eo.params());
     const int nth = engine.pool().size();
     // Warm-up: touches every weight page once.
@@ -83,10 +90,10 @@ void register_bench(CLI::App& app) {
   auto o = std::make_shared<BenchOptions>();
   CLI::App* cmd = app.add_subcommand("bench", "measure prefill and decode speed");
   o->eng.add(cmd);
-  cmd->add_option("-p,--prompt-lens", o->prompt_lens, "prefill lengths")->delimiter(',')->capture_default_str();
-  cmd->add_option("-d,--ctx-lens", o->ctx_lens, "context lengths for decode")->delimiter(',')->capture_default_str();
+  cmd->add_option("-p,--prompt-lens", o->prompt_lens, "prefill lengths (1..1048576 tokens)")->delimiter(',')->capture_default_str();
+  cmd->add_option("-d,--ctx-lens", o->ctx_lens, "context lengths for decode (0..1048576 tokens)")->delimiter(',')->capture_default_str();
   cmd->add_option("-n,--n-decode", o->n_decode, "decode steps per measurement")->capture_default_str()->check(CLI::Range(1, 100000));
-  cmd->add_option("--thread-list", o->threads, "thread counts to test (default: -t)")->delimiter(',');
+  cmd->add_option("--thread-list", o->threads, "thread counts to test (default: -t; capped at 4 x the cores)")->delimiter(',');
   cmd->add_option("-r,--reps", o->reps, "repetitions (best is reported)")->capture_default_str()->check(CLI::Range(1, 100));
   cmd->callback([o] { run_bench(*o); });
 }

@@ -38,6 +38,9 @@ std::string stats_key(const StatsRequest& r) {
 }
 
 void run_bench_press(BenchPressOptions o) {
+  require_ints("--ctx-lens", o.ctx_lens, 1, kMaxTokensOption);
+  require_numbers("--keep", o.keeps, 0, 1, /*lo_open=*/true);
+  require_int("--n-decode", o.n_decode, 2, 100000);
   auto model = Model::load(o.eng.model);
   Engine engine(*model, o.eng.params());
   if (o.presses.empty())

@@ -37,6 +37,12 @@ void run_eval_cmd(const EvalCliOptions& c) {
   if (c.list) return list_tasks();
   if (c.eng.model.empty()) fail("--model is required");
   if (c.out.empty()) fail("-o DIR is required");
+  check_output_dir("-o", c.out);
+  require_numbers("--keep", c.keeps, 0, 1, /*lo_open=*/true);
+  require_numbers("--depths", c.depths, 0, 1);
+  require_ints("--lengths", c.lengths, 1, kMaxTokensOption);
+  require_int("--sinks", c.sinks, -1, kMaxTokensOption);
+  require_int("--window", c.window, -1, kMaxTokensOption);
   auto model = Model::load(c.eng.model);
   eval::EvalOptions o;
   o.tasks = c.tasks;
@@ -95,7 +101,7 @@ void register_eval(CLI::App& app) {
   cmd->add_option("--lengths", c->lengths, "target prompt lengths in tokens (default: n/4, n/2, n of the model's context, n <= 4096)")
       ->delimiter(',');
   cmd->add_option("--depths", c->depths, "NIAH needle depths in [0, 1]")->delimiter(',')->capture_default_str();
-  cmd->add_option("--seed", c->seed, "generator seed")->capture_default_str();
+  cmd->add_option("--seed", c->seed, "generator seed")->capture_default_str()->check(non_negative_integer());
   cmd->add_flag("--query-aware", c->query_aware, "compress context + question together, per question");
   cmd->add_flag("--chat", c->chat, "wrap prompts in the model's chat template");
   cmd->add_option("--system", c->system, "system message (with --chat)");

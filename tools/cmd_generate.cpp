@@ -22,7 +22,17 @@ struct GenerateOptions {
   SamplerParams sp;
 };
 
+// Every numeric option is checked before the model is loaded.
+void check_options(const GenerateOptions& o) {
+  require_number("--temp", o.sp.temp, 0, 100);
+  require_int("--top-k", o.sp.top_k, 0, 1 << 24);
+  require_number("--top-p", o.sp.top_p, 0, 1, /*lo_open=*/true);
+  require_number("--min-p", o.sp.min_p, 0, 1, false, /*hi_open=*/true);
+  require_int("--n-predict", o.n_predict, 0, 1 << 24);
+}
+
 void run_generate(const GenerateOptions& o) {
+  check_options(o);
   std::string prompt = o.prompt;
   if (!o.prompt_file.empty()) prompt = read_file(o.prompt_file);
   if (prompt.empty() && !o.chat) fail("empty prompt: give -p TEXT or -f FILE");
@@ -123,7 +133,7 @@ void register_generate(CLI::App& app) {
   cmd->add_option("--top-k", o->sp.top_k, "top-k filter (0 = off)")->capture_default_str();
   cmd->add_option("--top-p", o->sp.top_p, "top-p (nucleus) filter (1 = off)")->capture_default_str();
   cmd->add_option("--min-p", o->sp.min_p, "min-p filter (0 = off)")->capture_default_str();
-  cmd->add_option("--seed", o->sp.seed, "sampling seed")->capture_default_str();
+  cmd->add_option("--seed", o->sp.seed, "sampling seed")->capture_default_str()->check(non_negative_integer());
   cmd->add_flag("--chat", o->chat, "wrap the prompt in the model's chat template");
   cmd->add_option("--system", o->system, "system message (with --chat)");
   cmd->add_flag("--ignore-eos", o->ignore_eos, "keep generating past end-of-generation tokens");

@@ -12,11 +12,15 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/paths.h"
 
 namespace kvs {
 
 MappedFile::MappedFile(const std::string& path) : path_(path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Checked before opening (a FIFO's open blocks until a writer comes), then again on the open
+  // descriptor (O_NONBLOCK: the path may have been swapped for a FIFO in between).
+  require_regular_file(path, "the file");
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) fail("{}: cannot open: {}", path, std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
@@ -24,9 +28,9 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
     ::close(fd);
     fail("{}: cannot stat: {}", path, std::strerror(e));
   }
-  if (S_ISDIR(st.st_mode)) {
+  if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    fail("{}: is a directory, expected a file", path);
+    fail("{}: the file must be a regular file, but it changed while being opened", path);
   }
   size_ = static_cast<size_t>(st.st_size);
   if (size_ > 0) {

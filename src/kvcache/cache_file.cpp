@@ -1,5 +1,6 @@
 #include "kvcache/cache_file.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -9,6 +10,7 @@
 #include "core/error.h"
 #include "core/fp16.h"
 #include "core/mapped_file.h"
+#include "kvcache/header_fields.h"
 
 namespace kvs {
 namespace {
@@ -64,30 +66,49 @@ class Reader {
   const std::string& path_;
 };
 
-DType dtype_of(const std::string& s, const std::string& path) {
-  if (s == "f32") return DType::F32;
-  if (s == "f16") return DType::F16;
-  fail("{}: unsupported KV dtype '{}' in the header (expected f32 or f16)", path, s);
-}
+// Nesting deeper than this in a header is refused while parsing (a crafted "[[[[..." must not
+// exhaust the stack of anything that walks the JSON later).
+constexpr int kMaxHeaderDepth = 64;
 
-nlohmann::json parse_header(Reader& r, const std::string& path, size_t file_size) {
+nlohmann::json parse_header(Reader& r, const std::string& path) {
   const uint8_t* m = r.take(4, "magic");
   if (std::memcmp(m, kMagic, 4) != 0) fail("{}: not a kvshrink compressed-context file (bad magic)", path);
   const uint32_t ver = r.get<uint32_t>("version");
-  if (ver != kCacheFileVersion) fail("{}: compressed-context file version {} is not supported (expected {})", path, ver, kCacheFileVersion);
+  if (ver < kCacheFileMinVersion || ver > kCacheFileVersion)
+    fail("{}: compressed-context file version {} is not supported (this build reads {}..{})", path, ver,
+         kCacheFileMinVersion, kCacheFileVersion);
   const uint64_t hlen = r.get<uint64_t>("header length");
-  if (hlen > file_size) fail("{}: header length {} exceeds the file size {}", path, hlen, file_size);
+  if (hlen > kMaxCacheHeaderBytes) fail("{}: header length {} exceeds the limit of {} bytes", path, hlen, kMaxCacheHeaderBytes);
   const uint8_t* h = r.take(static_cast<size_t>(hlen), "header");
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(h, h + hlen);
-  } catch (const nlohmann::json::parse_error& e) {
+    j = nlohmann::json::parse(h, h + hlen, [&](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+      if (depth > kMaxHeaderDepth) fail("{}: header JSON is nested deeper than {} levels", path, kMaxHeaderDepth);
+      return true;
+    });
+  } catch (const nlohmann::json::exception& e) {
     fail("{}: corrupt header JSON: {}", path, e.what());
   }
-  if (!j.is_object()) fail("{}: header is not a JSON object", path);
-  for (const char* k : {"n_layer", "n_head_kv", "head_dim", "dtype", "n_past"})
-    if (!j.contains(k)) fail("{}: header lacks '{}'", path, k);
+  check_cache_header(j, path);
   return j;
+}
+
+// A K or V value that is NaN or infinite would poison every attention that reads it.
+bool all_finite(const uint8_t* rows, size_t n_values, DType dt) {
+  if (dt == DType::F16) {
+    for (size_t i = 0; i < n_values; ++i) {
+      uint16_t h;
+      std::memcpy(&h, rows + 2 * i, 2);
+      if ((h & 0x7C00u) == 0x7C00u) return false;  // exponent all ones: inf or nan
+    }
+    return true;
+  }
+  for (size_t i = 0; i < n_values; ++i) {
+    float f;
+    std::memcpy(&f, rows + 4 * i, 4);
+    if (!std::isfinite(f)) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -132,48 +153,106 @@ void save_cache(const std::string& path, const KvCache& cache, const nlohmann::j
   if (ec) fail("{}: cannot rename the temporary file: {}", path, ec.message());
 }
 
-nlohmann::json read_cache_header(const std::string& path) {
-  MappedFile f(path);
-  Reader r(f.data(), f.size(), path);
-  return parse_header(r, path, f.size());
+CacheHeaderLayout check_cache_header(const nlohmann::json& j, const std::string& path) {
+  const HeaderFields f(j, path);
+  CacheHeaderLayout h;
+  h.n_layer = static_cast<int>(f.integer("n_layer", 1, kMaxCacheLayers));
+  h.n_head_kv = static_cast<int>(f.integer("n_head_kv", 1, kMaxCacheKvHeads));
+  h.head_dim = static_cast<int>(f.integer("head_dim", 1, kMaxCacheHeadDim));
+  const std::string dt = f.string("dtype");
+  if (dt == "f32") h.dtype = DType::F32;
+  else if (dt == "f16") h.dtype = DType::F16;
+  else f.bad("dtype", fmt::format("must be \"f32\" or \"f16\", got '{}'", dt));
+  h.n_past = static_cast<int32_t>(f.integer("n_past", 0, kMaxCachePositions));
+  // Each head holds distinct positions in [0, n_past), so at most n_past slots.
+  const int64_t max_slots = int64_t{h.n_layer} * h.n_head_kv * h.n_past;
+  h.slots = static_cast<uint64_t>(f.integer("slots", 0, max_slots));
+  // Optional fields with a fixed meaning (written by newer code; checked when present).
+  f.number_or_null("keep_chosen", 0.0, 1.0);
+  f.object_if_present("press_state");
+  return h;
 }
 
-LoadedCache load_cache(const std::string& path, PagePool& pool, const KvLayout& layout) {
+KvLayout CacheHeaderLayout::layout(int page_tokens) const {
+  KvLayout l;
+  l.n_layer = n_layer;
+  l.n_head_kv = n_head_kv;
+  l.head_dim = head_dim;
+  l.dtype = dtype;
+  l.page_tokens = page_tokens;
+  return l;
+}
+
+uint64_t cache_file_checksum(const void* data, size_t n) { return fnv1a(kFnvInit, data, n); }
+
+nlohmann::json parse_cache_header(const uint8_t* data, size_t n, const std::string& name) {
+  Reader r(data, n, name);
+  return parse_header(r, name);
+}
+
+nlohmann::json read_cache_header(const std::string& path) {
   MappedFile f(path);
-  if (f.size() < 8 + 16) fail("{}: too short for a compressed-context file ({} bytes)", path, f.size());
-  Reader r(f.data(), f.size() - 8, path);
+  return parse_cache_header(f.data(), f.size(), path);
+}
+
+LoadedCache load_cache(const uint8_t* data, size_t size, const std::string& path, PagePool& pool, const KvLayout& layout) {
+  if (size < 8 + 16) fail("{}: too short for a compressed-context file ({} bytes)", path, size);
+  Reader r(data, size - 8, path);
   LoadedCache out;
-  out.meta = parse_header(r, path, f.size());
+  out.meta = parse_header(r, path);
   uint64_t stored;
-  std::memcpy(&stored, f.data() + f.size() - 8, 8);
-  if (fnv1a(kFnvInit, f.data(), f.size() - 8) != stored)
-    fail("{}: checksum mismatch: the file is corrupted or truncated", path);
-  const auto& m = out.meta;
-  const int nl = m["n_layer"].get<int>(), nh = m["n_head_kv"].get<int>(), hd = m["head_dim"].get<int>();
+  std::memcpy(&stored, data + size - 8, 8);
+  if (cache_file_checksum(data, size - 8) != stored) fail("{}: checksum mismatch: the file is corrupted or truncated", path);
+  const CacheHeaderLayout h = check_cache_header(out.meta, path);
+  const int nl = h.n_layer, nh = h.n_head_kv, hd = h.head_dim;
   if (nl != layout.n_layer || nh != layout.n_head_kv || hd != layout.head_dim)
     fail("{}: cache shape {} layers x {} KV heads x {} dims does not match the model's {} x {} x {}", path, nl, nh, hd,
          layout.n_layer, layout.n_head_kv, layout.head_dim);
-  const DType file_dt = dtype_of(m["dtype"].get<std::string>(), path);
+  // Every head takes at least its length and mass flag (5 bytes): refuse a body too short for the
+  // header's shape before allocating anything for it.
+  const size_t body = size - 8 - r.pos();
+  if (static_cast<uint64_t>(nl) * nh * 5 > body)
+    fail("{}: truncated compressed-context file: {} heads need at least {} bytes, the body has {}", path,
+         int64_t{nl} * nh, uint64_t{5} * nl * nh, body);
+  const DType file_dt = h.dtype;
   const size_t frb = static_cast<size_t>(hd) * (file_dt == DType::F16 ? 2 : 4);
   out.cache = std::make_unique<KvCache>(pool, layout);
-  std::vector<float> kf, vf, row(static_cast<size_t>(hd));
+  std::vector<float> kf, vf;
+  std::vector<int32_t> pos;
+  std::vector<float> mass;
+  uint64_t total = 0;
   for (int layer = 0; layer < nl; ++layer) {
     for (int kvh = 0; kvh < nh; ++kvh) {
       const uint32_t len = r.get<uint32_t>("head length");
-      if (len > (1u << 26)) fail("{}: head ({}, {}) claims {} tokens", path, layer, kvh, len);
-      std::vector<int32_t> pos(len);
-      std::memcpy(pos.data(), r.take(len * sizeof(int32_t), "positions"), len * sizeof(int32_t));
-      for (uint32_t i = 1; i < len; ++i)
-        if (pos[i] <= pos[i - 1]) fail("{}: head ({}, {}) positions are not increasing", path, layer, kvh);
-      const uint8_t has_mass = r.get<uint8_t>("mass flag");
-      std::vector<float> mass;
-      if (has_mass) {
-        mass.resize(len);
-        std::memcpy(mass.data(), r.take(len * sizeof(float), "mass"), len * sizeof(float));
+      if (len > static_cast<uint32_t>(h.n_past))
+        fail("{}: head ({}, {}) holds {} tokens, more than n_past = {}", path, layer, kvh, len, h.n_past);
+      total += len;
+      if (total > h.slots) fail("{}: the heads hold more than the header's {} slots", path, h.slots);
+      const uint8_t* pb = r.take(len * sizeof(int32_t), "positions");  // [len]
+      pos.resize(len);
+      std::memcpy(pos.data(), pb, len * sizeof(int32_t));
+      for (uint32_t i = 0; i < len; ++i) {
+        if (pos[i] < 0 || pos[i] >= h.n_past)
+          fail("{}: head ({}, {}) slot {} has position {}, outside 0..n_past-1 = 0..{}", path, layer, kvh, i, pos[i],
+               h.n_past - 1);
+        if (i > 0 && pos[i] <= pos[i - 1]) fail("{}: head ({}, {}) positions are not increasing", path, layer, kvh);
       }
-      const uint8_t* kb = r.take(len * frb, "K rows");
-      const uint8_t* vb = r.take(len * frb, "V rows");
-      kf.resize(static_cast<size_t>(len) * hd);
+      const uint8_t has_mass = r.get<uint8_t>("mass flag");
+      if (has_mass > 1) fail("{}: head ({}, {}) has mass flag {} (expected 0 or 1)", path, layer, kvh, has_mass);
+      mass.clear();
+      if (has_mass) {
+        const uint8_t* mb = r.take(len * sizeof(float), "mass");  // [len]
+        mass.resize(len);
+        std::memcpy(mass.data(), mb, len * sizeof(float));
+        for (uint32_t i = 0; i < len; ++i)
+          if (!(std::isfinite(mass[i]) && mass[i] > 0))
+            fail("{}: head ({}, {}) slot {} has merge mass {} (expected a finite number > 0)", path, layer, kvh, i, mass[i]);
+      }
+      const uint8_t* kb = r.take(len * frb, "K rows");  // [len][head_dim]
+      const uint8_t* vb = r.take(len * frb, "V rows");  // [len][head_dim]
+      if (!all_finite(kb, size_t{len} * hd, file_dt) || !all_finite(vb, size_t{len} * hd, file_dt))
+        fail("{}: head ({}, {}) holds a K or V value that is not finite", path, layer, kvh);
+      kf.resize(static_cast<size_t>(len) * hd);  // [len][head_dim]
       vf.resize(kf.size());
       for (uint32_t s = 0; s < len; ++s) {
         for (int d = 0; d < hd; ++d) {
@@ -194,9 +273,15 @@ LoadedCache load_cache(const std::string& path, PagePool& pool, const KvLayout& 
         fail("{}: the KV memory cap is too small to load this cache", path);
     }
   }
-  if (r.pos() != f.size() - 8) fail("{}: {} unexpected trailing bytes", path, f.size() - 8 - r.pos());
-  out.cache->set_n_past(m["n_past"].get<int32_t>());
+  if (r.pos() != size - 8) fail("{}: {} unexpected trailing bytes", path, size - 8 - r.pos());
+  if (total != h.slots) fail("{}: the heads hold {} slots, the header says {}", path, total, h.slots);
+  out.cache->set_n_past(h.n_past);
   return out;
+}
+
+LoadedCache load_cache(const std::string& path, PagePool& pool, const KvLayout& layout) {
+  MappedFile f(path);
+  return load_cache(f.data(), f.size(), path, pool, layout);
 }
 
 }  // namespace kvs

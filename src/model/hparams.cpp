@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "core/error.h"
 
 namespace kvs {
@@ -23,8 +25,20 @@ void HParams::validate(const std::string& src) const {
     fail("{}: rope dimension {} must be even and in 1..head_dim ({})", src, rope_dim, head_dim);
   if (!(rms_eps > 0.0f) || rms_eps > 1.0f) fail("{}: RMS norm epsilon {} out of range", src, rms_eps);
   if (!(rope_theta > 0.0f)) fail("{}: rope theta {} must be positive", src, rope_theta);
-  if (n_layer > 1024 || n_head > 1024 || head_dim > 1024 || n_embd > 65536)
+  pos(n_ctx_train, "training context length");
+  if (n_layer > 1024 || n_head > 1024 || head_dim > 1024 || n_embd > 65536 || n_ff > (1 << 20) || n_vocab > (1 << 24) ||
+      n_ctx_train > (1 << 24))
     fail("{}: implausible model shape ({})", src, summary());
+  if (!std::isfinite(rope_theta) || !std::isfinite(rms_eps))
+    fail("{}: rope theta {} and RMS norm epsilon {} must be finite", src, rope_theta, rms_eps);
+  if (rope_scaling.type != "none") {
+    const RopeScaling& r = rope_scaling;
+    if (!(std::isfinite(r.factor) && r.factor > 0) || !(std::isfinite(r.low_freq_factor) && r.low_freq_factor > 0) ||
+        !(std::isfinite(r.high_freq_factor) && r.high_freq_factor > 0) || r.original_max_pos <= 0)
+      fail("{}: rope scaling ({}) needs finite positive factors and a positive original context, got factor {}, "
+           "low {}, high {}, original {}",
+           src, r.type, r.factor, r.low_freq_factor, r.high_freq_factor, r.original_max_pos);
+  }
 }
 
 std::string HParams::summary() const {

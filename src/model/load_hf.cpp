@@ -2,10 +2,12 @@
 // (HF layout: rotate-half RoPE, so Q/K need no permutation), tokenizer.json / tokenizer.model.
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <filesystem>
 
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "core/paths.h"
 #include "model/hf/safetensors_model.h"
 #include "model/model.h"
 
@@ -14,6 +16,11 @@ namespace kvs::detail {
 namespace {
 
 using json = nlohmann::json;
+
+// The plausibility limits HParams::validate applies (hparams.cpp), checked here first so the
+// message names the config.json field.
+constexpr int64_t kMaxEmbd = 65536, kMaxFf = 1 << 20, kMaxLayers = 1024, kMaxHeads = 1024, kMaxHeadDim = 1024,
+                  kMaxVocab = 1 << 24, kMaxCtxTrain = 1 << 24;
 
 struct Config {
   const json& j;
@@ -30,11 +37,28 @@ struct Config {
     return v->get<int64_t>();
   }
   int64_t int_opt(const char* key, int64_t def) const { return get(key) ? int_req(key) : def; }
+  // An integer that must lie in lo..hi (checked before narrowing to int: 2^32 + 1 must not
+  // become 1).
+  int int_in(const char* key, int64_t lo, int64_t hi) const { return in_range(key, int_req(key), lo, hi); }
+  int int_opt_in(const char* key, int64_t def, int64_t lo, int64_t hi) const {
+    return get(key) ? in_range(key, int_req(key), lo, hi) : static_cast<int>(def);
+  }
+  int in_range(const char* key, int64_t v, int64_t lo, int64_t hi) const {
+    if (v < lo || v > hi) fail("{}: '{}' must be an integer in {}..{}, got {}", file, key, lo, hi, v);
+    return static_cast<int>(v);
+  }
   double num_opt(const char* key, double def) const {
     const json* v = get(key);
     if (!v) return def;
     if (!v->is_number()) fail("{}: '{}' must be a number, got {}", file, key, v->dump());
     return v->get<double>();
+  }
+  // A finite number in (lo, hi] (lo excluded: every such field must be positive).
+  double num_opt_in(const char* key, double def, double lo, double hi) const {
+    const double x = num_opt(key, def);
+    if (!std::isfinite(x) || !(x > lo) || !(x <= hi))
+      fail("{}: '{}' must be a finite number in ({}, {}], got {}", file, key, lo, hi, x);
+    return x;
   }
   bool bool_opt(const char* key, bool def) const {
     const json* v = get(key);
@@ -60,16 +84,31 @@ bool j_has_false(const std::string& cfg_path, const char* key) {
   }
 }
 
+// Every file a HF directory load may read (config, tokenizer, weights, index) must be a regular
+// file: a FIFO named tokenizer.json would otherwise block the load forever.
+void check_hf_dir_files(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::path& p = it->path();
+    const std::string ext = p.extension().string();
+    if (ext == ".json" || ext == ".safetensors" || ext == ".model" || ext == ".txt")
+      require_regular_if_present(p.string(), "a model file");
+  }
+  if (ec) fail("{}: cannot list the model directory: {}", dir, ec.message());
+}
+
 }  // namespace
 
 HParams hparams_from_hf_config(const std::string& cfg_path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::exists(cfg_path, ec)) fail("{}: no such file", cfg_path);
+  require_regular_file(cfg_path, "config.json");
   json j;
   try {
     j = json::parse(read_file(cfg_path));
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers like 1e400
     fail("{}: invalid JSON: {}", cfg_path, e.what());
   }
   if (!j.is_object()) fail("{}: expected a JSON object", cfg_path);
@@ -97,18 +136,19 @@ HParams hparams_from_hf_config(const std::string& cfg_path) {
   const std::string act = c.str_opt("hidden_act", "silu");
   if (act != "silu") fail("{}: hidden_act '{}' is not supported (expected silu)", cfg_path, act);
   hp.rope_style = kernels::RopeStyle::RotateHalf;
-  hp.n_embd = static_cast<int>(c.int_req("hidden_size"));
-  hp.n_ff = static_cast<int>(c.int_req("intermediate_size"));
-  hp.n_layer = static_cast<int>(c.int_req("num_hidden_layers"));
-  hp.n_head = static_cast<int>(c.int_req("num_attention_heads"));
-  hp.n_head_kv = static_cast<int>(c.int_opt("num_key_value_heads", hp.n_head));
-  if (hp.n_head <= 0) fail("{}: num_attention_heads must be positive", cfg_path);
-  hp.head_dim = static_cast<int>(c.int_opt("head_dim", hp.n_embd / hp.n_head));
-  hp.rope_dim = static_cast<int>(hp.head_dim * c.num_opt("partial_rotary_factor", 1.0));
-  hp.n_vocab = static_cast<int>(c.int_req("vocab_size"));
-  hp.n_ctx_train = static_cast<int>(c.int_opt("max_position_embeddings", 2048));
-  hp.rms_eps = static_cast<float>(c.num_opt("rms_norm_eps", 1e-6));
-  hp.rope_theta = static_cast<float>(c.num_opt("rope_theta", 10000.0));
+  // Shape fields: positive and within HParams::validate's plausibility limits, each refused here
+  // with its config.json name (a negative or wrapped value never reaches the model).
+  hp.n_embd = c.int_in("hidden_size", 1, kMaxEmbd);
+  hp.n_ff = c.int_in("intermediate_size", 1, kMaxFf);
+  hp.n_layer = c.int_in("num_hidden_layers", 1, kMaxLayers);
+  hp.n_head = c.int_in("num_attention_heads", 1, kMaxHeads);
+  hp.n_head_kv = c.int_opt_in("num_key_value_heads", hp.n_head, 1, kMaxHeads);
+  hp.head_dim = c.int_opt_in("head_dim", hp.n_embd / hp.n_head, 1, kMaxHeadDim);
+  hp.rope_dim = static_cast<int>(hp.head_dim * c.num_opt_in("partial_rotary_factor", 1.0, 0.0, 1.0));
+  hp.n_vocab = c.int_in("vocab_size", 1, kMaxVocab);
+  hp.n_ctx_train = c.int_opt_in("max_position_embeddings", 2048, 1, kMaxCtxTrain);
+  hp.rms_eps = static_cast<float>(c.num_opt_in("rms_norm_eps", 1e-6, 0.0, 1.0));
+  hp.rope_theta = static_cast<float>(c.num_opt_in("rope_theta", 10000.0, 0.0, 1e12));
   hp.tied_embeddings = c.bool_opt("tie_word_embeddings", false);
   if (const json* rs = c.get("rope_scaling")) {
     if (!rs->is_object()) fail("{}: 'rope_scaling' must be an object or null", cfg_path);
@@ -116,15 +156,16 @@ HParams hparams_from_hf_config(const std::string& cfg_path) {
     std::string type = r.str_opt("rope_type", r.str_opt("type", "default"));
     if (type == "llama3") {
       hp.rope_scaling.type = "llama3";
-      hp.rope_scaling.factor = static_cast<float>(r.num_opt("factor", 8.0));
-      hp.rope_scaling.low_freq_factor = static_cast<float>(r.num_opt("low_freq_factor", 1.0));
-      hp.rope_scaling.high_freq_factor = static_cast<float>(r.num_opt("high_freq_factor", 4.0));
-      hp.rope_scaling.original_max_pos = static_cast<int>(r.int_opt("original_max_position_embeddings", 8192));
+      hp.rope_scaling.factor = static_cast<float>(r.num_opt_in("factor", 8.0, 0.0, 1e6));
+      hp.rope_scaling.low_freq_factor = static_cast<float>(r.num_opt_in("low_freq_factor", 1.0, 0.0, 1e6));
+      hp.rope_scaling.high_freq_factor = static_cast<float>(r.num_opt_in("high_freq_factor", 4.0, 0.0, 1e6));
+      hp.rope_scaling.original_max_pos =
+          r.int_opt_in("original_max_position_embeddings", 8192, 1, kMaxCtxTrain);
       if (!(hp.rope_scaling.high_freq_factor > hp.rope_scaling.low_freq_factor))
         fail("{}: rope_scaling high_freq_factor must exceed low_freq_factor", cfg_path);
     } else if (type == "linear") {
       hp.rope_scaling.type = "linear";
-      hp.rope_scaling.factor = static_cast<float>(r.num_opt("factor", 1.0));
+      hp.rope_scaling.factor = static_cast<float>(r.num_opt_in("factor", 1.0, 0.0, 1e6));
     } else if (type != "default") {
       fail("{}: rope_scaling type '{}' is not supported (supported: llama3, linear)", cfg_path, type);
     }
@@ -139,6 +180,7 @@ void load_hf(Model& m, const std::string& dir) {
   const std::string cfg_path = (fs::path(dir) / "config.json").string();
   std::error_code ec;
   if (!fs::exists(cfg_path, ec)) fail("{}: not a model: no config.json in this directory (and not a GGUF file)", dir);
+  check_hf_dir_files(dir);
   m.format = "hf";
   m.name = fs::path(dir).filename().string();
   if (m.name.empty()) m.name = fs::path(dir).parent_path().filename().string();

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/fp16.h"
 #include "core/mapped_file.h"
+#include "core/paths.h"
 #include "kernels/ops.h"
 #include "model/gguf/gguf.h"
 
@@ -22,6 +23,9 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
   m->path = path;
   std::error_code ec;
   if (!fs::exists(path, ec)) fail("{}: no such file or directory", path);
+  // A model is a regular GGUF file or a HF directory; a FIFO or device is refused before it is
+  // opened (opening a FIFO would block forever).
+  require_regular_if_present(path, "a model (GGUF file or Hugging Face directory)", /*dir_ok=*/true);
   if (fs::is_directory(path, ec)) {
     detail::load_hf(*m, path);
   } else if (fs::path(path).filename() == "config.json") {

@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <cstdlib>
-
 #include "core/error.h"
 #include "press/budget/allocators.h"
 #include "press/scorers/scorers.h"
@@ -15,60 +13,51 @@ namespace {
 
 using T = ParamSpec::Type;
 
-bool parse_bool(const std::string& v, bool* out) {
-  if (v == "1" || v == "true" || v == "yes" || v == "on") return *out = true, true;
-  if (v == "0" || v == "false" || v == "no" || v == "off") return *out = false, true;
-  return false;
-}
-
 std::shared_ptr<const Scorer> snapkv_scorer(const Params& p) {
   const int64_t w = p.get_int("window_size"), k = p.get_int("kernel_size");
-  if (w < 1 || w > 4096) fail("snapkv: window_size must be in 1..4096, got {}", w);
-  if (k < 1 || k > 101 || k % 2 == 0) fail("snapkv: kernel_size must be odd and in 1..101, got {}", k);
+  if (k % 2 == 0) fail("snapkv: kernel_size must be odd, got {}", k);  // 1..101 checked by its spec
   const std::string& pool = p.get_str("pooling");
   if (pool != "avg" && pool != "max") fail("snapkv: pooling must be avg or max, got '{}'", pool);
   return std::make_shared<SnapKvScorer>(static_cast<int>(w), static_cast<int>(k), pool == "max");
 }
 
 std::vector<ParamSpec> snapkv_params() {
-  return {{"window_size", T::Int, "64", "observation window: the last queries of the context whose attention scores keys"},
-          {"kernel_size", T::Int, "5", "1-D pooling kernel over the scores (odd)"},
+  return {{"window_size", T::Int, "64", "observation window: the last queries of the context whose attention scores keys", 1, 4096},
+          {"kernel_size", T::Int, "5", "1-D pooling kernel over the scores (odd)", 1, 101},
           {"pooling", T::String, "avg", "pooling: avg or max"}};
 }
 
-Trigger decode_trigger(const Params& p, const char* press) {
-  const int64_t n = p.get_int("decode_every");
-  if (n < 0 || n > 1000000) fail("{}: decode_every must be in 0..1000000, got {}", press, n);
+Trigger decode_trigger(const Params& p) {
+  const int64_t n = p.get_int("decode_every");  // 0..1e6 checked by its spec
   return n > 0 ? Trigger{Trigger::Kind::EveryN, static_cast<int>(n), 0} : Trigger{};
 }
 
 const ParamSpec kDecodeEvery{"decode_every", T::Int, "1",
-                             "evict back to the budget every N decode steps (0 = only after prefill)"};
+                             "evict back to the budget every N decode steps (0 = only after prefill)", 0,
+                             kMaxTriggerEvery};
 
 std::vector<AllocatorInfo> build_allocators() {
   std::vector<AllocatorInfo> v;
   v.push_back({"uniform", "every head keeps the same share of its tokens", {},
                [](const Params&, const Scorer&) { return std::make_shared<UniformAllocator>(); }});
   v.push_back({"pyramid", "PyramidKV: budgets decreasing linearly with depth, the observation window on top (Cai et al. 2024)",
-               {{"beta", T::Float, "20", "pyramid steepness: the last layer keeps (average - window)/beta beyond the window"}},
+               {{"beta", T::Float, "20", "pyramid steepness: the last layer keeps (average - window)/beta beyond the window",
+                 1, 1e6}},
                [](const Params& p, const Scorer& s) {
-                 const double beta = p.get_float("beta");
-                 if (!(beta >= 1 && beta <= 1e6)) fail("pyramid: beta must be in [1, 1e6], got {}", beta);
+                 const double beta = p.get_float("beta");  // [1, 1e6] checked by its spec
                  return std::make_shared<PyramidAllocator>(beta, s.observation_window());
                }});
   v.push_back({"adakv", "AdaKV: a layer's budget goes to the best scores across its heads (Feng et al. 2024)",
-               {{"alpha", T::Float, "0.2", "safeguard: each head keeps at least alpha x the average head budget"}},
+               {{"alpha", T::Float, "0.2", "safeguard: each head keeps at least alpha x the average head budget", 0, 1}},
                [](const Params& p, const Scorer&) {
-                 const double a = p.get_float("alpha");
-                 if (!(a >= 0 && a <= 1)) fail("adakv: alpha must be in [0, 1], got {}", a);
+                 const double a = p.get_float("alpha");  // [0, 1] checked by its spec
                  return std::make_shared<AdaKvAllocator>(a);
                }});
   v.push_back({"nucleus",
                "adaptive: each head keeps the fewest tokens holding `mass` of its score mass (no keep ratio to set)",
-               {{"mass", T::Float, "0.9", "share of each head's (attention) score mass to keep"}},
+               {{"mass", T::Float, "0.9", "share of each head's (attention) score mass to keep (0, 1]", 1e-6, 1}},
                [](const Params& p, const Scorer&) {
-                 const double m = p.get_float("mass");
-                 if (!(m > 0 && m <= 1)) fail("nucleus: mass must be in (0, 1], got {}", m);
+                 const double m = p.get_float("mass");  // checked by its spec
                  return std::make_shared<NucleusAllocator>(m);
                }});
   return v;
@@ -110,16 +99,15 @@ std::vector<PressInfo> build() {
                }});
   v.push_back({"h2o", "Zhang et al. 2023, arXiv:2306.14048",
                "heavy hitters by accumulated attention + recent tokens; evicts during decoding too",
-               {{"recent_fraction", T::Float, "0.5", "share of each head's budget kept for the most recent tokens"},
+               {{"recent_fraction", T::Float, "0.5", "share of each head's budget kept for the most recent tokens", 0, 1},
                 kDecodeEvery},
                0, 0, {Trigger::Kind::EveryN, 1, 0}, "uniform", [](const Params& p) {
-                 const double rf = p.get_float("recent_fraction");
-                 if (!(rf >= 0 && rf <= 1)) fail("h2o: recent_fraction must be in [0, 1], got {}", rf);
+                 const double rf = p.get_float("recent_fraction");  // [0, 1] checked by its spec
                  Press press;
                  press.name = "h2o";
                  press.scorer = std::make_shared<H2oScorer>();
                  press.selector = std::make_shared<TopKSelector>(rf);
-                 press.trigger = decode_trigger(p, "h2o");
+                 press.trigger = decode_trigger(p);
                  return press;
                }});
   v.push_back({"snapkv", "Li et al. 2024, arXiv:2404.14469",
@@ -157,7 +145,7 @@ std::vector<PressInfo> build() {
                  Press press;
                  press.name = "tova";
                  press.scorer = std::make_shared<TovaScorer>(p.get_bool("per_head"));
-                 press.trigger = decode_trigger(p, "tova");
+                 press.trigger = decode_trigger(p);
                  return press;
                }});
   v.push_back({"keydiff", "Park et al. 2025, arXiv:2504.15364", "keys least similar to the mean key", {}, 0, 0, {},
@@ -184,46 +172,6 @@ std::vector<PressInfo> build() {
 }
 
 }  // namespace
-
-Params::Params(const std::string& press, const std::vector<ParamSpec>& specs, const ParamMap& given) : press_(press) {
-  for (const auto& [k, val] : given) {
-    const ParamSpec* spec = nullptr;
-    for (const auto& s : specs)
-      if (s.name == k) spec = &s;
-    if (!spec) {
-      std::string known;
-      for (const auto& s : specs) known += (known.empty() ? "" : ", ") + s.name;
-      fail("press '{}' has no option '{}' (options: {})", press, k, known.empty() ? "none" : known);
-    }
-    char* end = nullptr;
-    bool b;
-    switch (spec->type) {
-      case T::Int:
-        std::strtoll(val.c_str(), &end, 10);
-        if (val.empty() || *end) fail("press '{}': option {} must be an integer, got '{}'", press, k, val);
-        break;
-      case T::Float:
-        std::strtod(val.c_str(), &end);
-        if (val.empty() || *end) fail("press '{}': option {} must be a number, got '{}'", press, k, val);
-        break;
-      case T::Bool:
-        if (!parse_bool(val, &b)) fail("press '{}': option {} must be true or false, got '{}'", press, k, val);
-        break;
-      case T::String:
-        break;
-    }
-  }
-  for (const auto& s : specs) values_[s.name] = given.count(s.name) ? given.at(s.name) : s.default_value;
-}
-
-int64_t Params::get_int(const std::string& k) const { return std::strtoll(values_.at(k).c_str(), nullptr, 10); }
-double Params::get_float(const std::string& k) const { return std::strtod(values_.at(k).c_str(), nullptr); }
-bool Params::get_bool(const std::string& k) const {
-  bool b = false;
-  parse_bool(values_.at(k), &b);
-  return b;
-}
-const std::string& Params::get_str(const std::string& k) const { return values_.at(k); }
 
 const std::vector<PressInfo>& press_registry() {
   static const std::vector<PressInfo> v = build();
@@ -270,44 +218,6 @@ Press make_press(const std::string& name, const ParamMap& params) {
     if (!press.selector) press.selector = std::make_shared<TopKSelector>();
   }
   return press;
-}
-
-ParamMap parse_params(const std::vector<std::string>& kv) {
-  ParamMap m;
-  for (const auto& s : kv) {
-    const auto eq = s.find('=');
-    if (eq == std::string::npos || eq == 0) fail("press option '{}' must look like key=value", s);
-    m[s.substr(0, eq)] = s.substr(eq + 1);
-  }
-  return m;
-}
-
-Trigger parse_trigger(const std::string& s) {
-  Trigger t;
-  if (s == "prefill") return t;
-  const auto colon = s.find(':');
-  const std::string kind = s.substr(0, colon), arg = colon == std::string::npos ? "" : s.substr(colon + 1);
-  char* end = nullptr;
-  if (kind == "every") {
-    const long n = std::strtol(arg.c_str(), &end, 10);
-    if (arg.empty() || *end || n < 1) fail("trigger '{}': expected every:N with N >= 1", s);
-    t.kind = Trigger::Kind::EveryN;
-    t.every_n = static_cast<int>(n);
-    return t;
-  }
-  if (kind == "memory") {
-    double n = std::strtod(arg.c_str(), &end);
-    std::string suf = end ? end : "";
-    if (suf == "K" || suf == "k") n *= 1024;
-    else if (suf == "M" || suf == "m") n *= 1024 * 1024;
-    else if (suf == "G" || suf == "g") n *= 1024.0 * 1024 * 1024;
-    else if (!suf.empty()) fail("trigger '{}': unknown size suffix '{}' (use K, M or G)", s, suf);
-    if (arg.empty() || !(n >= 1)) fail("trigger '{}': expected memory:BYTES (e.g. memory:64M)", s);
-    t.kind = Trigger::Kind::MemoryCap;
-    t.cap_bytes = static_cast<size_t>(n);
-    return t;
-  }
-  fail("unknown trigger '{}' (expected prefill, every:N or memory:BYTES)", s);
 }
 
 }  // namespace kvs

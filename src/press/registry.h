@@ -1,39 +1,14 @@
 // Presses by name, with typed, documented parameters (`kvshrink presses` prints this table).
 #pragma once
 #include <functional>
-#include <map>
 #include <string>
 #include <vector>
 
+#include "press/params.h"  // ParamSpec, ParamMap, Params, parse_params, parse_trigger
 #include "press/press.h"
 #include "press/select/topk.h"
 
 namespace kvs {
-
-struct ParamSpec {
-  enum class Type { Int, Float, Bool, String };
-  std::string name;
-  Type type;
-  std::string default_value;
-  std::string doc;
-};
-
-using ParamMap = std::map<std::string, std::string>;
-
-// Typed access to validated parameters (defaults filled in).
-class Params {
- public:
-  Params(const std::string& press, const std::vector<ParamSpec>& specs, const ParamMap& given);
-  int64_t get_int(const std::string& k) const;
-  double get_float(const std::string& k) const;
-  bool get_bool(const std::string& k) const;
-  const std::string& get_str(const std::string& k) const;
-  const ParamMap& values() const { return values_; }
-
- private:
-  std::string press_;
-  ParamMap values_;
-};
 
 // A press: its scorer (and selector, merger, trigger) from its own options; its allocator from
 // the allocator registry, `--opt allocator=NAME` (default: the press's own) with that
@@ -70,9 +45,4 @@ const PressInfo& press_info(const std::string& name);
 // Builds a press: validates params (unknown keys, bad values -> kvs::Error naming the press and
 // the parameter).
 Press make_press(const std::string& name, const ParamMap& params = {});
-// Parses "key=value" strings into a map; throws on a missing '='.
-ParamMap parse_params(const std::vector<std::string>& kv);
-// Parses a trigger: "prefill", "every:N", "memory:BYTES" (K/M/G suffixes allowed).
-Trigger parse_trigger(const std::string& s);
-
 }  // namespace kvs
