@@ -7,6 +7,7 @@
 #include <numbers>
 
 #include "core/error.h"
+#include "core/hash.h"
 #include "core/fp16.h"
 #include "core/mapped_file.h"
 #include "core/paths.h"
@@ -61,14 +62,6 @@ void for_each_weight(const Model& m, const auto& fn) {
   }
 }
 
-uint64_t fnv1a(uint64_t h, const void* p, size_t n) {
-  const auto* b = static_cast<const uint8_t*>(p);
-  for (size_t i = 0; i < n; ++i) {
-    h ^= b[i];
-    h *= 1099511628211ull;
-  }
-  return h;
-}
 
 // Checks a weight's type is usable and its shape is [rows][cols] (GGML ne = {cols, rows}).
 void check_matrix(const TensorView& t, int64_t rows, int64_t cols, const std::string& src) {
@@ -153,7 +146,7 @@ void detail::finish_model(Model& m, const std::string& src) {
   }
   if (m.rope_inv_freq.empty()) m.rope_inv_freq = rope_inv_freq(m.hp);
 
-  uint64_t h = 1469598103934665603ull;
+  uint64_t h = kFnv1aInit;
   const std::string s = m.hp.summary();
   h = fnv1a(h, s.data(), s.size());
   for_each_weight(m, [&](const TensorView& t) {
