@@ -9,6 +9,9 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kvcache/cache_file.h"
+#include "kvcache/kv_cache.h"
+#include "kvcache/page_pool.h"
 #include "model/gguf/gguf.h"
 #include "model/gguf/gguf_writer.h"
 #include "model/hf/safetensors_writer.h"
@@ -110,6 +113,91 @@ void safetensors_seeds(const fs::path& dir) {
   save(dir / "handwritten.safetensors", img);
 }
 
+// .kvc seeds: files written by save_cache, minus their trailing checksum (fuzz_kvc appends it).
+void kvc_seeds(const fs::path& dir) {
+  fs::create_directories(dir);
+  struct Seed {
+    const char* name;
+    DType dtype;
+    int n_layer, n_head_kv, head_dim, n_past;
+    bool mass;
+    nlohmann::json meta;
+  };
+  const nlohmann::json tool_meta = {{"model_path", "/models/stories260K.gguf"},
+                                    {"model_name", "stories260K"},
+                                    {"model_fingerprint", "0123456789abcdef"},
+                                    {"press", "h2o"},
+                                    {"press_options", {"recent_fraction=0.25", "decode_every=4"}},
+                                    {"keep", 0.5},
+                                    {"budget", 0},
+                                    {"sinks", -1},
+                                    {"window", 2},
+                                    {"trigger", "every:4"},
+                                    {"seed", 7},
+                                    {"chat", false},
+                                    {"question_template", "\n{question}"},
+                                    {"context_tokens", 6},
+                                    {"full_bytes", 4096},
+                                    {"full_slots", 24},
+                                    {"keep_chosen", nullptr},
+                                    {"press_state", nlohmann::json::object()}};
+  const std::vector<Seed> seeds = {
+      {"f32_2x2.kvc", DType::F32, 2, 2, 4, 6, false, tool_meta},
+      {"f16_mass.kvc", DType::F16, 1, 2, 8, 5, true, {{"note", "merged"}, {"keep_chosen", 0.5}}},
+      {"empty_heads.kvc", DType::F32, 1, 1, 2, 0, false, nlohmann::json::object()},
+      {"one_layer.kvc", DType::F16, 1, 1, 4, 3, false, nlohmann::json::object()},
+  };
+  for (const Seed& s : seeds) {
+    KvLayout l;
+    l.n_layer = s.n_layer;
+    l.n_head_kv = s.n_head_kv;
+    l.head_dim = s.head_dim;
+    l.dtype = s.dtype;
+    l.page_tokens = 4;
+    PagePool pool(l.page_bytes());
+    KvCache c(pool, l);
+    for (int layer = 0; layer < l.n_layer; ++layer) {
+      for (int kvh = 0; kvh < l.n_head_kv; ++kvh) {
+        // Head (layer, kvh) keeps every other position, starting at its index: different lengths.
+        std::vector<int32_t> pos;
+        for (int32_t p = (layer + kvh) % 2; p < s.n_past; p += 1 + (kvh % 2)) pos.push_back(p);
+        const size_t n = pos.size();
+        std::vector<float> k(n * l.head_dim), v(k.size()), mass(n);  // [n][head_dim]
+        for (size_t i = 0; i < k.size(); ++i) k[i] = 0.25f * static_cast<float>(i % 7) - 0.5f, v[i] = 0.125f * static_cast<float>(i % 5);
+        for (size_t i = 0; i < n; ++i) mass[i] = 1.0f + static_cast<float>(i);
+        if (!c.load_head(layer, kvh, k.data(), v.data(), pos.data(), static_cast<int32_t>(n), s.mass ? mass.data() : nullptr))
+          fail("kvc seed {}: pool too small", s.name);
+      }
+    }
+    c.set_n_past(s.n_past);
+    const fs::path tmp = dir / (std::string(s.name) + ".full");
+    save_cache(tmp.string(), c, s.meta);
+    std::ifstream f(tmp, std::ios::binary);
+    std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    fs::remove(tmp);
+    if (bytes.size() < 8) fail("kvc seed {}: short file", s.name);
+    bytes.resize(bytes.size() - 8);  // fuzz_kvc appends the checksum itself
+    save(dir / s.name, bytes);
+  }
+}
+
+// Press-option seeds: "press\ntrigger\nkey=value..." (see fuzz_press_options.cpp).
+void press_option_seeds(const fs::path& dir) {
+  fs::create_directories(dir);
+  const std::vector<std::pair<const char*, std::string>> seeds = {
+      {"full.txt", "full\nprefill\n"},
+      {"h2o.txt", "h2o\nevery:4\nrecent_fraction=0.25\ndecode_every=2"},
+      {"snapkv.txt", "snapkv\nmemory:64M\nwindow_size=16\nkernel_size=7\npooling=max"},
+      {"pyramidkv.txt", "pyramidkv\nmemory:1.5k\nbeta=4.5\nwindow_size=8"},
+      {"adakv.txt", "adakv\nevery:1000000\nscorer=keydiff\nalpha=0.1"},
+      {"tova.txt", "tova\nevery:1\ndecode_every=0"},
+      {"wrapped.txt", "tova\nevery:4294967296\ndecode_every=4294967296"},
+      {"nan.txt", "h2o\nmemory:nan\nrecent_fraction=nan"},
+      {"overflow.txt", "pyramidkv\nmemory:1e999G\nbeta=1e999\nkernel_size=99999999999999999999"},
+  };
+  for (const auto& [name, text] : seeds) save(dir / name, std::vector<uint8_t>(text.begin(), text.end()));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -120,6 +208,8 @@ int main(int argc, char** argv) {
   try {
     gguf_seeds(fs::path(argv[1]) / "gguf", argc > 2 ? argv[2] : "");
     safetensors_seeds(fs::path(argv[1]) / "safetensors");
+    kvc_seeds(fs::path(argv[1]) / "kvc");
+    press_option_seeds(fs::path(argv[1]) / "press_options");
   } catch (const Error& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;

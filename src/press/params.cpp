@@ -17,16 +17,6 @@ using T = ParamSpec::Type;
 // Shortest text that reads back as the same double ("1", "0.5", "1e+06").
 std::string num(double v) { return fmt::format("{}", v); }
 
-const char* type_word(T t) {
-  switch (t) {
-    case T::Int: return "an integer";
-    case T::Float: return "a number";
-    case T::Bool: return "true or false";
-    case T::String: return "a string";
-  }
-  return "?";
-}
-
 // Checks `val` against `spec`; returns an empty string when valid, else what is wrong.
 std::string check_value(const ParamSpec& spec, const std::string& val) {
   const auto in_range = [&](double x) {
