@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "core/error.h"
-#include "core/hash.h"
 #include "core/fp16.h"
 #include "core/mapped_file.h"
 #include "kvcache/header_fields.h"
@@ -18,7 +17,15 @@ namespace {
 
 constexpr char kMagic[4] = {'K', 'V', 'S', 'C'};
 
-constexpr uint64_t kFnvInit = kFnv1aInit;
+uint64_t fnv1a(uint64_t h, const void* p, size_t n) {
+  const auto* b = static_cast<const uint8_t*>(p);
+  for (size_t i = 0; i < n; ++i) {
+    h ^= b[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+constexpr uint64_t kFnvInit = 1469598103934665603ull;
 
 class Writer {
  public:
