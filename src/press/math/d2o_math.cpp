@@ -1,5 +1,7 @@
 #include "press/math/d2o_math.h"
 
+#include <cblas.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -86,20 +88,29 @@ D2oNearest d2o_nearest(std::span<const float> kept, int64_t n_kept, std::span<co
   };
   std::vector<float> kn(static_cast<size_t>(n_kept) * d);  // unit kept keys
   for (int64_t j = 0; j < n_kept; ++j) normalise(kept.data() + j * d, kn.data() + j * d);
-  std::vector<float> en(static_cast<size_t>(d));  // the unit evicted key
-  for (int64_t i = 0; i < n_evicted; ++i) {
-    normalise(evicted.data() + i * d, en.data());
-    float best = -INFINITY;
-    int32_t arg = 0;
-    for (int64_t j = 0; j < n_kept; ++j) {
-      const float u = kernels::dot_f32(en.data(), kn.data() + j * d, d);
-      if (u > best) {  // strict: ties keep the lowest index
-        best = u;
-        arg = static_cast<int32_t>(j);
+  // U = Ê K̂^T block by block (sgemm), row maxima on the fly: O(kRows * kCols) scratch.
+  constexpr int64_t kRows = 64, kCols = 1024;
+  std::vector<float> en(static_cast<size_t>(kRows) * d);  // unit evicted keys of the block
+  std::vector<float> u(static_cast<size_t>(kRows) * kCols);
+  for (int64_t i0 = 0; i0 < n_evicted; i0 += kRows) {
+    const int64_t nr = std::min(kRows, n_evicted - i0);
+    for (int64_t r = 0; r < nr; ++r) normalise(evicted.data() + (i0 + r) * d, en.data() + r * d);
+    float* best = out.sim.data() + i0;
+    int32_t* arg = out.index.data() + i0;
+    std::fill(best, best + nr, -INFINITY);
+    for (int64_t j0 = 0; j0 < n_kept; j0 += kCols) {
+      const int64_t nc = std::min(kCols, n_kept - j0);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(nr), static_cast<int>(nc), d, 1.0f,
+                  en.data(), d, kn.data() + j0 * d, d, 0.0f, u.data(), static_cast<int>(nc));
+      for (int64_t r = 0; r < nr; ++r) {
+        const float* row = u.data() + r * nc;
+        for (int64_t c = 0; c < nc; ++c)
+          if (row[c] > best[r]) {  // strict: ties keep the lowest index
+            best[r] = row[c];
+            arg[r] = static_cast<int32_t>(j0 + c);
+          }
       }
     }
-    out.index[static_cast<size_t>(i)] = arg;
-    out.sim[static_cast<size_t>(i)] = best;
   }
   return out;
 }
