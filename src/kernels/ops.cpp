@@ -94,6 +94,20 @@ float softmax(float* x, int64_t n) {
 }
 void silu_mul(float* gate, const float* up, int64_t n) { active_kernels().silu_mul(gate, up, n); }
 void add_f32(float* y, const float* x, int64_t n) { active_kernels().add_f32(y, x, n); }
+void qk_rows_f32(const float* Q, int nq, const float* K, int n, int D, float scale, float* out, int64_t ldo) {
+  active_kernels().qk_rows_f32(Q, nq, K, n, D, scale, out, ldo);
+}
+void qk_rows_f16(const float* Q, int nq, const uint16_t* K, int n, int D, float scale, float* out, int64_t ldo) {
+  active_kernels().qk_rows_f16(Q, nq, K, n, D, scale, out, ldo);
+}
+void pv_rows_f32(const float* P, int nq, int64_t ldp, const float* V, int n, int D, float* acc) {
+  active_kernels().pv_rows_f32(P, nq, ldp, V, n, D, acc);
+}
+void pv_rows_f16(const float* P, int nq, int64_t ldp, const uint16_t* V, int n, int D, float* acc) {
+  active_kernels().pv_rows_f16(P, nq, ldp, V, n, D, acc);
+}
+float exp_sub_sum(float* x, int64_t n, float sub) { return active_kernels().exp_sub_sum(x, n, sub); }
+float max_f32(const float* x, int64_t n) { return active_kernels().max_f32(x, n); }
 void rope(float* x, int n_heads, int head_dim, int rot_dim, const float* cos_sin, RopeStyle style) {
   KVS_ASSERT(rot_dim % 2 == 0 && rot_dim <= head_dim && rot_dim >= 0);
   active_kernels().rope(x, n_heads, head_dim, rot_dim, cos_sin, style);

@@ -51,6 +51,25 @@ void silu_mul(float* gate, const float* up, int64_t n);
 // y[i] += x[i]
 void add_f32(float* y, const float* x, int64_t n);
 
+// ---- attention rows (decode attention, kvcache/attention.cpp) ------------------------------
+// Inner loops over a block of contiguous cache rows (one KV page): all query heads of a GQA group
+// against each row, so a row is loaded from memory once for the whole group.
+// nq = queries (group heads x batch tokens), n = rows in the block, D = head dim; Q is [nq][D],
+// K/V rows are contiguous [n][D] in the KV cache dtype (f32 or f16).
+// out[q * ldo + r] = scale * dot(Q[q * D ...], K[r * D ...])   for q < nq, r < n
+void qk_rows_f32(const float* Q, int nq, const float* K, int n, int D, float scale, float* out, int64_t ldo);
+void qk_rows_f16(const float* Q, int nq, const uint16_t* K, int n, int D, float scale, float* out, int64_t ldo);
+// acc[q * D + d] += sum_r P[q * ldp + r] * V[r * D + d]
+void pv_rows_f32(const float* P, int nq, int64_t ldp, const float* V, int n, int D, float* acc);
+void pv_rows_f16(const float* P, int nq, int64_t ldp, const uint16_t* V, int n, int D, float* acc);
+
+// ---- online-softmax pieces ------------------------------------------------------------------
+// x[i] = exp(x[i] - sub); returns the sum of the new x[i] (accumulated in float lanes). exp of
+// anything below about -87.3 (and of -inf) is 0; relative error ~2e-7 above that.
+float exp_sub_sum(float* x, int64_t n, float sub);
+// Maximum of x[0..n) (-inf for n == 0).
+float max_f32(const float* x, int64_t n);
+
 // ---- RoPE -----------------------------------------------------------------------------------
 enum class RopeStyle {
   Interleaved,  // pairs (2i, 2i+1): GGUF `llama` (Q/K weights stored permuted), llama.cpp "norm"

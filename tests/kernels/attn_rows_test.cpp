@@ -1,45 +1,146 @@
-// Attention row kernels (AVX2 and portable) against their scalar references.
+// Attention row kernels (qk_rows, pv_rows) and the online-softmax pieces (exp_sub_sum, max_f32) on
+// both dispatch paths against the scalar references, plus the dispatching front.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <random>
+#include <vector>
 
 #include "core/fp16.h"
-#include "kernels/attn_rows.h"
+#include "kernel_test_util.h"
+#include "kernels/ops.h"
+#include "kernels/ref/ref.h"
 
 namespace kvs::kernels {
+namespace {
 
-TEST(AttnRows, QkAndPvMatchReference) {
-  std::mt19937 rng(3);
+using test::Path;
+
+class AttnPaths : public testing::TestWithParam<Path> {
+ protected:
+  void SetUp() override { KVS_SKIP_IF_NO_AVX2(GetParam()); }
+  const KernelTable& k() const { return test::table(GetParam()); }
+};
+
+constexpr int kLd = 40;  // row stride of scores / probabilities (> every n below)
+
+struct Rows {
+  std::vector<float> Q, K, V, P;  // [nq][D], [n][D], [n][D], [nq][kLd]
+  std::vector<uint16_t> K16, V16;
+};
+
+// K and V hold fp16-representable values so the f32 and f16 kernels share one reference.
+Rows make_rows(int nq, int n, int D, uint32_t seed) {
+  std::mt19937 rng(seed);
   std::normal_distribution<float> nd;
-  for (int D : {8, 16, 64, 128}) {
+  Rows r{std::vector<float>(nq * D), std::vector<float>(n * D), std::vector<float>(n * D),
+         std::vector<float>(nq * kLd), std::vector<uint16_t>(n * D), std::vector<uint16_t>(n * D)};
+  for (auto& x : r.Q) x = nd(rng);
+  for (size_t i = 0; i < r.K.size(); ++i) {
+    r.K16[i] = fp32_to_fp16(nd(rng));
+    r.K[i] = fp16_to_fp32(r.K16[i]);
+    r.V16[i] = fp32_to_fp16(nd(rng));
+    r.V[i] = fp16_to_fp32(r.V16[i]);
+  }
+  for (auto& x : r.P) x = std::abs(nd(rng));
+  for (int q = 0; q < nq; ++q)
+    if (n > 2) r.P[q * kLd + 1] = 0.0f;  // masked probabilities are exact zeros
+  return r;
+}
+
+TEST_P(AttnPaths, QkRowsMatchReference) {
+  for (int D : {4, 8, 12, 16, 64, 80, 128}) {
     for (int n : {1, 3, 4, 7, 32}) {
       for (int nq : {1, 3, 8}) {
-        std::vector<float> Q(nq * D), K(n * D), V(n * D), P(nq * 40);
-        std::vector<uint16_t> K16(n * D), V16(n * D);
-        for (auto& x : Q) x = nd(rng);
-        for (size_t i = 0; i < K.size(); ++i) {
-          K16[i] = fp32_to_fp16(nd(rng));
-          K[i] = fp16_to_fp32(K16[i]);
-          V16[i] = fp32_to_fp16(nd(rng));
-          V[i] = fp16_to_fp32(V16[i]);
-        }
-        for (auto& x : P) x = std::abs(nd(rng));
-        std::vector<float> a(nq * 40, -1), b(nq * 40, -1);
-        detail::qk_rows_f32_avx2(Q.data(), nq, K.data(), n, D, 0.5f, a.data(), 40);
-        detail::qk_rows_f32_ref(Q.data(), nq, K.data(), n, D, 0.5f, b.data(), 40);
-        for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-4f * (1 + std::abs(b[i])));
-        detail::qk_rows_f16_avx2(Q.data(), nq, K16.data(), n, D, 0.5f, a.data(), 40);
-        for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-4f * (1 + std::abs(b[i])));
-        std::vector<float> acc(nq * D, 0.25f), ref(nq * D, 0.25f);
-        detail::pv_rows_f32_avx2(P.data(), nq, 40, V.data(), n, D, acc.data());
-        detail::pv_rows_f32_ref(P.data(), nq, 40, V.data(), n, D, ref.data());
-        for (size_t i = 0; i < acc.size(); ++i) ASSERT_NEAR(acc[i], ref[i], 1e-4f * (1 + std::abs(ref[i])));
-        std::fill(acc.begin(), acc.end(), 0.25f);
-        detail::pv_rows_f16_avx2(P.data(), nq, 40, V16.data(), n, D, acc.data());
-        for (size_t i = 0; i < acc.size(); ++i) ASSERT_NEAR(acc[i], ref[i], 1e-4f * (1 + std::abs(ref[i])));
+        const Rows r = make_rows(nq, n, D, D * 1000 + n * 10 + nq);
+        // Entries r >= n of each output row must stay untouched (-1).
+        std::vector<float> got(nq * kLd, -1), want(nq * kLd, -1);
+        ref::qk_rows_f32(r.Q.data(), nq, r.K.data(), n, D, 0.5f, want.data(), kLd);
+        k().qk_rows_f32(r.Q.data(), nq, r.K.data(), n, D, 0.5f, got.data(), kLd);
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_NEAR(got[i], want[i], 2e-6f * D * (1 + std::abs(want[i]))) << "f32 D=" << D << " n=" << n << " i=" << i;
+        std::fill(got.begin(), got.end(), -1.0f);
+        k().qk_rows_f16(r.Q.data(), nq, r.K16.data(), n, D, 0.5f, got.data(), kLd);
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_NEAR(got[i], want[i], 2e-6f * D * (1 + std::abs(want[i]))) << "f16 D=" << D << " n=" << n << " i=" << i;
       }
     }
   }
 }
 
+TEST_P(AttnPaths, PvRowsMatchReference) {
+  for (int D : {4, 8, 12, 16, 64, 80, 128}) {
+    for (int n : {1, 3, 4, 7, 32}) {
+      for (int nq : {1, 3, 8}) {
+        const Rows r = make_rows(nq, n, D, 7 + D * 1000 + n * 10 + nq);
+        std::vector<float> want(nq * D, 0.25f), got(nq * D, 0.25f);  // accumulates onto acc
+        ref::pv_rows_f32(r.P.data(), nq, kLd, r.V.data(), n, D, want.data());
+        k().pv_rows_f32(r.P.data(), nq, kLd, r.V.data(), n, D, got.data());
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_NEAR(got[i], want[i], 2e-6f * n * (1 + std::abs(want[i]))) << "f32 D=" << D << " n=" << n << " i=" << i;
+        std::fill(got.begin(), got.end(), 0.25f);
+        k().pv_rows_f16(r.P.data(), nq, kLd, r.V16.data(), n, D, got.data());
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_NEAR(got[i], want[i], 2e-6f * n * (1 + std::abs(want[i]))) << "f16 D=" << D << " n=" << n << " i=" << i;
+      }
+    }
+  }
+}
+
+TEST_P(AttnPaths, MaxF32) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(k().max_f32(nullptr, 0), -kInf);
+  for (int64_t n : {1, 2, 7, 8, 9, 16, 17, 33, 100, 1000}) {
+    auto x = test::randn(n, 11 + n, 10.0f);
+    EXPECT_EQ(k().max_f32(x.data(), n), ref::max_f32(x.data(), n)) << n;
+    x[n - 1] = 1e30f;  // the maximum in the scalar tail
+    EXPECT_EQ(k().max_f32(x.data(), n), 1e30f) << n;
+    std::vector<float> masked(n, -kInf);
+    EXPECT_EQ(k().max_f32(masked.data(), n), -kInf) << n;
+  }
+}
+
+TEST_P(AttnPaths, ExpSubSum) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  for (int64_t n : {1, 2, 7, 8, 9, 15, 16, 17, 33, 100, 512, 1001}) {
+    auto x = test::randn(n, 13 + n, 5.0f);
+    if (n > 3) x[2] = -kInf;  // a masked entry
+    const float m = ref::max_f32(x.data(), n);
+    auto want = x;
+    const float sum_want = ref::exp_sub_sum(want.data(), n, m);
+    const float sum = k().exp_sub_sum(x.data(), n, m);
+    EXPECT_NEAR(sum, sum_want, 1e-6f * n * sum_want) << n;
+    for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(x[i], want[i], 3e-7f * want[i] + 1e-38f) << n << " " << i;
+    if (n > 3) EXPECT_EQ(x[2], 0.0f);
+  }
+  // Exponents from 0 down to -100 (underflow to 0 below about -87.3).
+  std::vector<float> ramp(101);
+  for (int i = 0; i < 101; ++i) ramp[i] = -static_cast<float>(i);
+  auto want = ramp;
+  ref::exp_sub_sum(want.data(), 101, 0.0f);
+  k().exp_sub_sum(ramp.data(), 101, 0.0f);
+  for (int i = 0; i < 101; ++i) ASSERT_NEAR(ramp[i], want[i], 3e-7f * want[i] + 1.2e-38f) << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, AttnPaths, testing::Values(Path::Generic, Path::Avx2), test::path_name);
+
+// The public front dispatches to the active table (same results as calling it directly).
+TEST(AttnFront, DispatchesToActiveTable) {
+  const Rows r = make_rows(3, 7, 64, 99);
+  std::vector<float> a(3 * kLd, -1), b(3 * kLd, -1);
+  qk_rows_f16(r.Q.data(), 3, r.K16.data(), 7, 64, 0.125f, a.data(), kLd);
+  active_kernels().qk_rows_f16(r.Q.data(), 3, r.K16.data(), 7, 64, 0.125f, b.data(), kLd);
+  EXPECT_EQ(a, b);
+  std::vector<float> acc_a(3 * 64, 0.0f), acc_b(3 * 64, 0.0f);
+  pv_rows_f32(r.P.data(), 3, kLd, r.V.data(), 7, 64, acc_a.data());
+  active_kernels().pv_rows_f32(r.P.data(), 3, kLd, r.V.data(), 7, 64, acc_b.data());
+  EXPECT_EQ(acc_a, acc_b);
+  auto x = test::randn(37, 5), y = x;
+  EXPECT_EQ(exp_sub_sum(x.data(), 37, 1.0f), active_kernels().exp_sub_sum(y.data(), 37, 1.0f));
+  EXPECT_EQ(x, y);
+  EXPECT_EQ(max_f32(x.data(), 37), active_kernels().max_f32(x.data(), 37));
+}
+
+}  // namespace
 }  // namespace kvs::kernels

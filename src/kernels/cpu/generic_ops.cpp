@@ -78,6 +78,21 @@ float softmax(float* x, int64_t n) {
   return max + static_cast<float>(std::log(sum));
 }
 
+float exp_sub_sum(float* x, int64_t n, float sub) {
+  float s = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - sub);
+    s += x[i];
+  }
+  return s;
+}
+
+float max_f32(const float* x, int64_t n) {
+  float m = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
+  return m;
+}
+
 void silu_mul(float* gate, const float* up, int64_t n) {
   for (int64_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }

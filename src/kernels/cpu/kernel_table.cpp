@@ -15,7 +15,9 @@ namespace {
         ns::dot_f16, ns::dot_bf16, ns::dot_q8_0, ns::dot_q4_0, ns::dot_q4_K, ns::dot_q6_K,       \
         ns::tile_f32, ns::tile_f16, ns::tile_bf16, ns::tile_q8_0, ns::tile_q4_0, ns::tile_q4_K,  \
         ns::tile_q6_K, ns::dot_f32_f16, ns::axpy_f32, ns::axpy_f16, ns::scale_f32,               \
-        ns::f32_to_f16, ns::rmsnorm, ns::softmax, ns::silu_mul, ns::add_f32, ns::rope            \
+        ns::f32_to_f16, ns::rmsnorm, ns::softmax, ns::silu_mul, ns::add_f32, ns::rope,           \
+        ns::qk_rows_f32, ns::qk_rows_f16, ns::pv_rows_f32, ns::pv_rows_f16, ns::exp_sub_sum,    \
+        ns::max_f32                                                                              \
   }
 
 const KernelTable kGeneric = KVS_KERNEL_TABLE(generic);

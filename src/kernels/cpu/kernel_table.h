@@ -55,6 +55,17 @@ struct KernelTable {
   void (*add_f32)(float* y, const float* x, int64_t n);
   void (*rope)(float* x, int n_heads, int head_dim, int rot_dim, const float* cos_sin,
                RopeStyle style);
+
+  // Attention rows and online-softmax pieces (semantics in ops.h).
+  void (*qk_rows_f32)(const float* Q, int nq, const float* K, int n, int D, float scale, float* out,
+                      int64_t ldo);
+  void (*qk_rows_f16)(const float* Q, int nq, const uint16_t* K, int n, int D, float scale,
+                      float* out, int64_t ldo);
+  void (*pv_rows_f32)(const float* P, int nq, int64_t ldp, const float* V, int n, int D, float* acc);
+  void (*pv_rows_f16)(const float* P, int nq, int64_t ldp, const uint16_t* V, int n, int D,
+                      float* acc);
+  float (*exp_sub_sum)(float* x, int64_t n, float sub);
+  float (*max_f32)(const float* x, int64_t n);
 };
 
 const KernelTable& generic_kernels();

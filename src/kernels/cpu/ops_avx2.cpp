@@ -1,5 +1,6 @@
-// AVX2 float vector ops (semantics in ops.h): axpy, scale, conversions, rmsnorm, softmax with a
-// polynomial exp, SiLU gating, residual add and RoPE in both pair layouts.
+// AVX2 float vector ops (semantics in ops.h): axpy, scale, conversions, rmsnorm, softmax and its
+// online pieces (max_f32, exp_sub_sum) with the polynomial exp of simd_avx2.h, SiLU gating,
+// residual add and RoPE in both pair layouts.
 //
 // Dimension legend: n = vector length; rope: n_heads x head_dim, rot_dim rotating dims,
 // cos_sin[2i], cos_sin[2i+1] = cos, sin of pair i.
@@ -72,20 +73,21 @@ void rmsnorm(const float* x, const float* w, float* out, int64_t n, float eps) {
   for (; i < n; ++i) out[i] = x[i] * inv * w[i];
 }
 
-float softmax(float* x, int64_t n) {
+float max_f32(const float* x, int64_t n) {
   __m256 vmax = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(x + i));
   float max = hmax_ps(vmax);
   for (; i < n; ++i) max = x[i] > max ? x[i] : max;
-  if (max == -std::numeric_limits<float>::infinity()) {  // everything masked
-    for (i = 0; i < n; ++i) x[i] = 0;
-    return max;
-  }
-  const __m256 vm = _mm256_set1_ps(max);
+  return max;
+}
+
+float exp_sub_sum(float* x, int64_t n, float sub) {
+  const __m256 vs = _mm256_set1_ps(sub);
   __m256 vsum = _mm256_setzero_ps();
-  for (i = 0; i + 8 <= n; i += 8) {
-    const __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vs));
     _mm256_storeu_ps(x + i, e);
     vsum = _mm256_add_ps(vsum, e);
   }
@@ -93,15 +95,24 @@ float softmax(float* x, int64_t n) {
   if (i < n) {  // tail through a padded vector so every element uses the same exp
     alignas(32) float t[8];
     const int64_t r = n - i;
-    for (int k = 0; k < 8; ++k) t[k] = k < r ? x[i + k] - max : -std::numeric_limits<float>::infinity();
+    for (int k = 0; k < 8; ++k) t[k] = k < r ? x[i + k] - sub : -std::numeric_limits<float>::infinity();
     _mm256_store_ps(t, exp_ps(_mm256_load_ps(t)));
     for (int k = 0; k < r; ++k) {
       x[i + k] = t[k];
       sum += t[k];
     }
   }
-  const float inv = 1.0f / sum;
-  scale_f32(x, inv, n);
+  return sum;
+}
+
+float softmax(float* x, int64_t n) {
+  const float max = max_f32(x, n);
+  if (max == -std::numeric_limits<float>::infinity()) {  // everything masked
+    for (int64_t i = 0; i < n; ++i) x[i] = 0;
+    return max;
+  }
+  const float sum = exp_sub_sum(x, n, max);
+  scale_f32(x, 1.0f / sum, n);
   return max + std::log(sum);
 }
 

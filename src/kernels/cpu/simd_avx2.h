@@ -91,7 +91,9 @@ inline __m256i loadu256(const void* p) {
 }
 
 // exp(x) for 8 floats, ~1-2 ulp over the normal range; exact 0 below -87.3 (also for -inf),
-// saturates near FLT_MAX above 88.3. Cody-Waite range reduction + degree-6 polynomial.
+// saturates near FLT_MAX above 88.3. Cody-Waite range reduction (x = n ln2 + r, two-constant
+// ln2) + degree-6 polynomial for exp(r) on |r| <= ln2/2 (Cephes expf coefficients), times 2^n
+// through the exponent bits. The one AVX2 exp: softmax, exp_sub_sum and silu_mul use it.
 inline __m256 exp_ps(__m256 x) {
   const __m256 lo = _mm256_set1_ps(-87.3f), hi = _mm256_set1_ps(88.3f);
   const __m256 underflow = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);

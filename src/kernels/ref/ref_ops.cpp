@@ -1,4 +1,5 @@
-// Scalar reference: float vector ops, normalisation, softmax, SiLU gating, RoPE.
+// Scalar reference: float vector ops, normalisation, softmax and its online pieces (exp_sub_sum,
+// max_f32), SiLU gating, RoPE.
 //
 // Dimension legend: n = vector length; rope: n_heads vectors of head_dim, the first rot_dim of
 // each rotating in rot_dim/2 pairs with cos_sin[2i], cos_sin[2i+1] for pair i.
@@ -62,6 +63,21 @@ float softmax(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) sum += std::exp(double(x[i]) - max);
   for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(std::exp(double(x[i]) - max) / sum);
   return static_cast<float>(max + std::log(sum));
+}
+
+float exp_sub_sum(float* x, int64_t n, float sub) {
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = static_cast<float>(std::exp(double(x[i] - sub)));  // the difference rounded to float, as specified
+    sum += x[i];
+  }
+  return static_cast<float>(sum);
+}
+
+float max_f32(const float* x, int64_t n) {
+  float m = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; ++i) m = std::fmax(m, x[i]);
+  return m;
 }
 
 void silu_mul(float* gate, const float* up, int64_t n) {

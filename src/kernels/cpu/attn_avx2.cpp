@@ -1,14 +1,17 @@
-// AVX2 attention row kernels. qk: four rows at a time per query, four accumulators reduced
-// together; pv: the query's accumulator row is updated in chunks of 64 dims held in registers.
-#include <immintrin.h>
+// AVX2 attention row kernels (semantics in ops.h). qk: four rows at a time per query, four
+// accumulators reduced together; pv: the query's accumulator row is updated in chunks of 64 dims
+// held in registers. Head dims that are not a multiple of 8 take the portable loops.
+//
+// Dimension legend: nq = queries, n = rows in the block, D = head dim; Q [nq][D], K/V [n][D],
+// out/P rows of stride ldo/ldp, acc [nq][D].
+#include "kernels/cpu/impl.h"
+#include "kernels/cpu/simd_avx2.h"
 
-#include "kernels/attn_rows.h"
-
-namespace kvs::kernels::detail {
+namespace kvs::kernels::avx2 {
 namespace {
 
 inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
-inline __m256 load8(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+inline __m256 load8(const uint16_t* p) { return f16x8_to_ps(p); }
 
 // Horizontal sums of four vectors -> one __m128 {s0, s1, s2, s3}.
 inline __m128 hsum4(__m256 a, __m256 b, __m256 c, __m256 d) {
@@ -16,13 +19,6 @@ inline __m128 hsum4(__m256 a, __m256 b, __m256 c, __m256 d) {
   const __m256 cd = _mm256_hadd_ps(c, d);
   const __m256 abcd = _mm256_hadd_ps(ab, cd);  // a0123 b0123 c0123 d0123 | a4567 ...
   return _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
-}
-
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
 }
 
 template <typename KT>
@@ -48,7 +44,7 @@ void qk_rows(const float* Q, int nq, const KT* K, int n, int D, float scale, flo
       const KT* k0 = K + static_cast<int64_t>(r) * D;
       __m256 a = _mm256_setzero_ps();
       for (int d = 0; d < D; d += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(qv + d), load8(k0 + d), a);
-      o[r] = hsum(a) * scale;
+      o[r] = hsum_ps(a) * scale;
     }
   }
 }
@@ -93,17 +89,22 @@ void pv_rows(const float* P, int nq, int64_t ldp, const VT* V, int n, int D, flo
 
 }  // namespace
 
-void qk_rows_f32_avx2(const float* Q, int nq, const float* K, int n, int D, float scale, float* out, int64_t ldo) {
+// Every supported model has D % 8 == 0 (head dims 64, 80, 96, 128, ...); the rest is portable.
+void qk_rows_f32(const float* Q, int nq, const float* K, int n, int D, float scale, float* out, int64_t ldo) {
+  if (D % 8 != 0) return generic::qk_rows_f32(Q, nq, K, n, D, scale, out, ldo);
   qk_rows(Q, nq, K, n, D, scale, out, ldo);
 }
-void qk_rows_f16_avx2(const float* Q, int nq, const uint16_t* K, int n, int D, float scale, float* out, int64_t ldo) {
+void qk_rows_f16(const float* Q, int nq, const uint16_t* K, int n, int D, float scale, float* out, int64_t ldo) {
+  if (D % 8 != 0) return generic::qk_rows_f16(Q, nq, K, n, D, scale, out, ldo);
   qk_rows(Q, nq, K, n, D, scale, out, ldo);
 }
-void pv_rows_f32_avx2(const float* P, int nq, int64_t ldp, const float* V, int n, int D, float* acc) {
+void pv_rows_f32(const float* P, int nq, int64_t ldp, const float* V, int n, int D, float* acc) {
+  if (D % 8 != 0) return generic::pv_rows_f32(P, nq, ldp, V, n, D, acc);
   pv_rows(P, nq, ldp, V, n, D, acc);
 }
-void pv_rows_f16_avx2(const float* P, int nq, int64_t ldp, const uint16_t* V, int n, int D, float* acc) {
+void pv_rows_f16(const float* P, int nq, int64_t ldp, const uint16_t* V, int n, int D, float* acc) {
+  if (D % 8 != 0) return generic::pv_rows_f16(P, nq, ldp, V, n, D, acc);
   pv_rows(P, nq, ldp, V, n, D, acc);
 }
 
-}  // namespace kvs::kernels::detail
+}  // namespace kvs::kernels::avx2

@@ -1,0 +1,50 @@
+// Scalar reference: attention rows (scores of a block of K rows, probability-weighted V rows),
+// accumulated in double.
+//
+// Dimension legend: nq = queries, n = rows in the block, D = head dim; Q [nq][D], K/V [n][D],
+// out/P rows of stride ldo/ldp, acc [nq][D].
+#include "core/fp16.h"
+#include "kernels/ref/ref.h"
+
+namespace kvs::kernels::ref {
+namespace {
+
+inline double load(const float* p) { return *p; }
+inline double load(const uint16_t* p) { return fp16_to_fp32(*p); }
+
+template <typename KT>
+void qk_rows(const float* Q, int nq, const KT* K, int n, int D, float scale, float* out, int64_t ldo) {
+  for (int q = 0; q < nq; ++q)
+    for (int r = 0; r < n; ++r) {
+      double s = 0;
+      for (int d = 0; d < D; ++d) s += double(Q[static_cast<int64_t>(q) * D + d]) * load(K + static_cast<int64_t>(r) * D + d);
+      out[q * ldo + r] = static_cast<float>(s * scale);
+    }
+}
+
+template <typename VT>
+void pv_rows(const float* P, int nq, int64_t ldp, const VT* V, int n, int D, float* acc) {
+  for (int q = 0; q < nq; ++q)
+    for (int d = 0; d < D; ++d) {
+      double s = acc[static_cast<int64_t>(q) * D + d];
+      for (int r = 0; r < n; ++r) s += double(P[q * ldp + r]) * load(V + static_cast<int64_t>(r) * D + d);
+      acc[static_cast<int64_t>(q) * D + d] = static_cast<float>(s);
+    }
+}
+
+}  // namespace
+
+void qk_rows_f32(const float* Q, int nq, const float* K, int n, int D, float scale, float* out, int64_t ldo) {
+  qk_rows(Q, nq, K, n, D, scale, out, ldo);
+}
+void qk_rows_f16(const float* Q, int nq, const uint16_t* K, int n, int D, float scale, float* out, int64_t ldo) {
+  qk_rows(Q, nq, K, n, D, scale, out, ldo);
+}
+void pv_rows_f32(const float* P, int nq, int64_t ldp, const float* V, int n, int D, float* acc) {
+  pv_rows(P, nq, ldp, V, n, D, acc);
+}
+void pv_rows_f16(const float* P, int nq, int64_t ldp, const uint16_t* V, int n, int D, float* acc) {
+  pv_rows(P, nq, ldp, V, n, D, acc);
+}
+
+}  // namespace kvs::kernels::ref
