@@ -7,6 +7,7 @@
 #include <fstream>
 #include <vector>
 
+#include "core/atomic_output.h"
 #include "core/error.h"
 #include "core/fp16.h"
 #include "core/mapped_file.h"
@@ -141,16 +142,7 @@ void save_cache(const std::string& path, const KvCache& cache, const nlohmann::j
     }
   }
   w.put<uint64_t>(fnv1a(kFnvInit, w.buf().data(), w.buf().size()));
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) fail("{}: cannot write: {}", path, std::strerror(errno));
-    f.write(reinterpret_cast<const char*>(w.buf().data()), static_cast<std::streamsize>(w.buf().size()));
-    if (!f) fail("{}: write failed", path);
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) fail("{}: cannot rename the temporary file: {}", path, ec.message());
+  write_file_atomic(path, w.buf().data(), w.buf().size());  // unique temporary, fsync, rename
 }
 
 CacheHeaderLayout check_cache_header(const nlohmann::json& j, const std::string& path) {
@@ -230,7 +222,7 @@ LoadedCache load_cache(const uint8_t* data, size_t size, const std::string& path
       if (total > h.slots) fail("{}: the heads hold more than the header's {} slots", path, h.slots);
       const uint8_t* pb = r.take(len * sizeof(int32_t), "positions");  // [len]
       pos.resize(len);
-      std::memcpy(pos.data(), pb, len * sizeof(int32_t));
+      if (len > 0) std::memcpy(pos.data(), pb, len * sizeof(int32_t));  // (an empty vector's data() may be null)
       for (uint32_t i = 0; i < len; ++i) {
         if (pos[i] < 0 || pos[i] >= h.n_past)
           fail("{}: head ({}, {}) slot {} has position {}, outside 0..n_past-1 = 0..{}", path, layer, kvh, i, pos[i],
@@ -243,7 +235,7 @@ LoadedCache load_cache(const uint8_t* data, size_t size, const std::string& path
       if (has_mass) {
         const uint8_t* mb = r.take(len * sizeof(float), "mass");  // [len]
         mass.resize(len);
-        std::memcpy(mass.data(), mb, len * sizeof(float));
+        if (len > 0) std::memcpy(mass.data(), mb, len * sizeof(float));
         for (uint32_t i = 0; i < len; ++i)
           if (!(std::isfinite(mass[i]) && mass[i] > 0))
             fail("{}: head ({}, {}) slot {} has merge mass {} (expected a finite number > 0)", path, layer, kvh, i, mass[i]);

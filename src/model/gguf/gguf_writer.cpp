@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "core/error.h"
-#include "model/gguf/atomic_file.h"
+#include "core/atomic_output.h"
 
 namespace kvs {
 namespace {
@@ -52,7 +52,7 @@ bool float_fits(GgufType t, double f) {
   return t != GgufType::FLOAT32 || !std::isfinite(f) || std::fabs(f) <= std::numeric_limits<float>::max();
 }
 
-// Sinks for emit(): one counts/collects into memory, one streams to an AtomicFile.
+// Sinks for emit(): one counts/collects into memory, one streams to an AtomicOutput.
 struct VectorSink {
   std::vector<uint8_t> bytes;
   void write(const void* p, size_t n) {
@@ -345,7 +345,7 @@ std::vector<uint8_t> GgufWriter::serialize() const {
 }
 
 void GgufWriter::write(const std::string& path) const {
-  AtomicFile f(path);
+  AtomicOutput f(path);
   emit(f);
   f.commit();
 }

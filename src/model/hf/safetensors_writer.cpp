@@ -6,7 +6,7 @@
 #include <unordered_set>
 
 #include "core/error.h"
-#include "model/gguf/atomic_file.h"
+#include "core/atomic_output.h"
 
 namespace kvs {
 namespace {
@@ -129,7 +129,7 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsTen
   } catch (const Error& e) {
     fail("{}: {}", path, e.what());
   }
-  AtomicFile f(path);
+  AtomicOutput f(path);
   emit(f, tensors, p);
   f.commit();
 }
@@ -148,7 +148,7 @@ void write_safetensors_index(const std::string& path,
   } catch (const json::exception& e) {
     fail("{}: cannot encode the index: {}", path, e.what());
   }
-  AtomicFile f(path);
+  AtomicOutput f(path);
   f.write(text.data(), text.size());
   f.commit();
 }

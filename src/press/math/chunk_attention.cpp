@@ -1,10 +1,11 @@
 #include "press/math/chunk_attention.h"
 
+#include <cblas.h>
+
 #include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
-#include "kernels/attn_rows.h"
 #include "kernels/ops.h"
 
 namespace kvs::math {
@@ -28,10 +29,11 @@ std::vector<float> chunk_attention_scores(std::span<const float> q, std::span<co
   const int G = n_head / n_head_kv;
   const int C = static_cast<int>(std::min<int64_t>(opt.chunk, std::max<int64_t>(n, 1)));
   std::vector<float> out(static_cast<size_t>(n_head_kv) * n, 0.0f);
-  std::vector<float> kbuf(static_cast<size_t>(C) * D);       // [C][D] one KV head's chunk keys
-  std::vector<float> logits(static_cast<size_t>(G) * C);      // [G][C] one token's group rows
-  std::vector<float> acc(static_cast<size_t>(C));              // [C] column sums of the chunk
+  std::vector<float> kbuf(static_cast<size_t>(C) * D);                 // [C][D] one KV head's chunk keys
+  std::vector<float> logits(static_cast<size_t>(C) * C);               // [C][C] one query head's chunk
+  std::vector<float> acc(static_cast<size_t>(C));                      // [C] column sums of the chunk
   const float inv_g = 1.0f / static_cast<float>(G);
+  const int lda = n_head * head_dim;  // a query head's rows are n_head * head_dim apart
   for (int kvh = 0; kvh < n_head_kv; ++kvh) {
     float* o = out.data() + static_cast<size_t>(kvh) * n;
     for (int64_t c0 = 0; c0 < n; c0 += C) {
@@ -39,11 +41,13 @@ std::vector<float> chunk_attention_scores(std::span<const float> q, std::span<co
       for (int j = 0; j < m; ++j)
         std::copy_n(k.data() + (static_cast<size_t>(c0 + j) * n_head_kv + kvh) * D, D, kbuf.data() + j * D);
       std::fill(acc.begin(), acc.begin() + m, 0.0f);
-      for (int i = 0; i < m; ++i) {
-        const float* qg = q.data() + (static_cast<size_t>(c0 + i) * n_head + static_cast<size_t>(kvh) * G) * D;
-        kernels::qk_rows_f32(qg, G, kbuf.data(), m, head_dim, opt.scale, logits.data(), m);
-        for (int g = 0; g < G; ++g) {
-          float* row = logits.data() + static_cast<size_t>(g) * m;
+      for (int g = 0; g < G; ++g) {
+        const float* qh = q.data() + (static_cast<size_t>(c0) * n_head + static_cast<size_t>(kvh) * G + g) * D;
+        // logits[i][j] = scale * q_i . k_j over the chunk (no mask: non-causal)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, m, head_dim, opt.scale, qh, lda, kbuf.data(),
+                    head_dim, 0.0f, logits.data(), m);
+        for (int i = 0; i < m; ++i) {
+          float* row = logits.data() + static_cast<size_t>(i) * m;
           kernels::softmax(row, m);
           kernels::add_f32(acc.data(), row, m);
         }

@@ -26,8 +26,10 @@
 //    [n_head_kv][n] block to zscore(), not one head at a time.
 //  - λ = 0.3 (paper, §4). compactor-vllm uses 0.5; kvpress defaults λ to the compression ratio.
 //
-// Complexity: O(n C n_head head_dim) time (n C logits per query head), O(C (head_dim + group))
-// scratch; no n x n matrix. Single-threaded: the caller splits KV heads or layers across threads.
+// Complexity: O(n C n_head head_dim) time (n C logits per query head, one sgemm per query head and
+// chunk), O(C^2 + C head_dim) scratch; no n x n matrix. Measured: n = 8k, 9 query / 3 KV heads,
+// head_dim 64, C = 256: 0.09 s per layer on one core. Single-threaded (OpenBLAS with its own
+// thread setting): the caller splits KV heads or layers across threads.
 #pragma once
 #include <cstdint>
 #include <span>

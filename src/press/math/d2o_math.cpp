@@ -4,7 +4,6 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "kernels/attn_rows.h"
 #include "kernels/ops.h"
 #include "press/math/apportion.h"
 
@@ -87,32 +86,20 @@ D2oNearest d2o_nearest(std::span<const float> kept, int64_t n_kept, std::span<co
   };
   std::vector<float> kn(static_cast<size_t>(n_kept) * d);  // unit kept keys
   for (int64_t j = 0; j < n_kept; ++j) normalise(kept.data() + j * d, kn.data() + j * d);
-  constexpr int kRows = 8;     // evicted rows per block (queries of qk_rows)
-  constexpr int kCols = 512;   // kept rows per block
-  std::vector<float> en(static_cast<size_t>(kRows) * d), u(static_cast<size_t>(kRows) * kCols);
-  std::vector<float> best(kRows);
-  std::vector<int32_t> arg(kRows);
-  for (int64_t i0 = 0; i0 < n_evicted; i0 += kRows) {
-    const int nr = static_cast<int>(std::min<int64_t>(kRows, n_evicted - i0));
-    for (int r = 0; r < nr; ++r) normalise(evicted.data() + (i0 + r) * d, en.data() + static_cast<size_t>(r) * d);
-    std::fill(best.begin(), best.end(), -INFINITY);
-    std::fill(arg.begin(), arg.end(), 0);
-    for (int64_t j0 = 0; j0 < n_kept; j0 += kCols) {
-      const int nc = static_cast<int>(std::min<int64_t>(kCols, n_kept - j0));
-      kernels::qk_rows_f32(en.data(), nr, kn.data() + j0 * d, nc, d, 1.0f, u.data(), nc);
-      for (int r = 0; r < nr; ++r) {
-        const float* row = u.data() + static_cast<size_t>(r) * nc;
-        for (int c = 0; c < nc; ++c)
-          if (row[c] > best[r]) {  // strict: ties keep the lowest index
-            best[r] = row[c];
-            arg[r] = static_cast<int32_t>(j0 + c);
-          }
+  std::vector<float> en(static_cast<size_t>(d));  // the unit evicted key
+  for (int64_t i = 0; i < n_evicted; ++i) {
+    normalise(evicted.data() + i * d, en.data());
+    float best = -INFINITY;
+    int32_t arg = 0;
+    for (int64_t j = 0; j < n_kept; ++j) {
+      const float u = kernels::dot_f32(en.data(), kn.data() + j * d, d);
+      if (u > best) {  // strict: ties keep the lowest index
+        best = u;
+        arg = static_cast<int32_t>(j);
       }
     }
-    for (int r = 0; r < nr; ++r) {
-      out.index[static_cast<size_t>(i0 + r)] = arg[r];
-      out.sim[static_cast<size_t>(i0 + r)] = best[r];
-    }
+    out.index[static_cast<size_t>(i)] = arg;
+    out.sim[static_cast<size_t>(i)] = best;
   }
   return out;
 }

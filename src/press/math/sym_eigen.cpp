@@ -59,16 +59,16 @@ void finish(SymEigen& r) {
   r.vectors = std::move(vec);
 }
 
-// Householder tridiagonalisation in place: on return d = diagonal, e[i] = T[i+1][i]; if q is not
-// null it holds Q (row-major [n][n]) with A = Q T Q^T.
+// Householder tridiagonalisation in place: on return d = diagonal, e[i] = T[i+1][i]; if qt is not
+// null it holds Q^T (row j = column j of Q, so updates run along contiguous rows) with A = Q T Q^T.
 void tridiagonalize(std::vector<double>& A, int n, std::vector<double>& d, std::vector<double>& e,
-                    std::vector<double>* q) {
+                    std::vector<double>* qt) {
   auto at = [&](int i, int j) -> double& { return A[static_cast<size_t>(i) * n + j]; };
-  if (q) {
-    q->assign(static_cast<size_t>(n) * n, 0.0);
-    for (int i = 0; i < n; ++i) (*q)[static_cast<size_t>(i) * n + i] = 1.0;
+  if (qt) {
+    qt->assign(static_cast<size_t>(n) * n, 0.0);
+    for (int i = 0; i < n; ++i) (*qt)[static_cast<size_t>(i) * n + i] = 1.0;
   }
-  std::vector<double> v(static_cast<size_t>(n)), p(static_cast<size_t>(n));
+  std::vector<double> v(static_cast<size_t>(n)), p(static_cast<size_t>(n)), w(static_cast<size_t>(n));
   for (int k = 0; k + 2 < n; ++k) {
     const int m = n - k - 1;  // length of the column below the diagonal
     double norm2 = 0.0;
@@ -106,13 +106,17 @@ void tridiagonalize(std::vector<double>& A, int n, std::vector<double>& d, std::
       at(k + 1 + i, k) = 0.0;
       at(k, k + 1 + i) = 0.0;
     }
-    if (q) {  // Q <- Q H on columns k+1..n-1
-      for (int r = 0; r < n; ++r) {
-        double* row = q->data() + static_cast<size_t>(r) * n + (k + 1);
-        double s = 0.0;
-        for (int j = 0; j < m; ++j) s += row[j] * v[j];
-        s *= 2.0;
-        for (int j = 0; j < m; ++j) row[j] -= s * v[j];
+    if (qt) {  // Q <- Q H on columns k+1..n-1, i.e. rows k+1..n-1 of Q^T: w = sum_j v_j row_j
+      std::fill(w.begin(), w.end(), 0.0);
+      for (int j = 0; j < m; ++j) {
+        const double* row = qt->data() + static_cast<size_t>(k + 1 + j) * n;
+        const double vj = v[j];
+        for (int r = 0; r < n; ++r) w[r] += vj * row[r];
+      }
+      for (int j = 0; j < m; ++j) {
+        double* row = qt->data() + static_cast<size_t>(k + 1 + j) * n;
+        const double vj2 = 2.0 * v[j];
+        for (int r = 0; r < n; ++r) row[r] -= vj2 * w[r];
       }
     }
   }
@@ -122,8 +126,9 @@ void tridiagonalize(std::vector<double>& A, int n, std::vector<double>& d, std::
   for (int i = 0; i + 1 < n; ++i) e[i] = at(i + 1, i);
 }
 
-// Implicit symmetric QR with the Wilkinson shift on (d, e); rotations applied to the columns of z.
-void tridiagonal_qr(std::vector<double>& d, std::vector<double>& e, int n, std::vector<double>* z) {
+// Implicit symmetric QR with the Wilkinson shift on (d, e); rotations applied to the rows of zt
+// (= the columns of Z, eigenvectors accumulate as rows).
+void tridiagonal_qr(std::vector<double>& d, std::vector<double>& e, int n, std::vector<double>* zt) {
   const double eps = std::numeric_limits<double>::epsilon();
   const long max_steps = 60L * std::max(n, 1);
   long steps = 0;
@@ -160,12 +165,13 @@ void tridiagonal_qr(std::vector<double>& d, std::vector<double>& e, int n, std::
         e[k + 1] = c * f;
         x = e[k];
       }
-      if (z) {  // Z <- Z P^T
+      if (zt) {  // Z <- Z P^T: columns k, k+1 of Z = rows k, k+1 of Z^T
+        double* rk = zt->data() + static_cast<size_t>(k) * n;
+        double* rk1 = rk + n;
         for (int i = 0; i < n; ++i) {
-          double* row = z->data() + static_cast<size_t>(i) * n;
-          const double zk = row[k], zk1 = row[k + 1];
-          row[k] = c * zk - s * zk1;
-          row[k + 1] = s * zk + c * zk1;
+          const double zk = rk[i], zk1 = rk1[i];
+          rk[i] = c * zk - s * zk1;
+          rk1[i] = s * zk + c * zk1;
         }
       }
     }
@@ -180,10 +186,15 @@ SymEigen sym_eigen(std::span<const double> a, int n, bool want_vectors) {
   r.n = n;
   if (n == 0) return r;
   std::vector<double> A = symmetric_copy(a, n);
-  std::vector<double> d, e;
-  tridiagonalize(A, n, d, e, want_vectors ? &r.vectors : nullptr);
-  tridiagonal_qr(d, e, n, want_vectors ? &r.vectors : nullptr);
+  std::vector<double> d, e, zt;
+  tridiagonalize(A, n, d, e, want_vectors ? &zt : nullptr);
+  tridiagonal_qr(d, e, n, want_vectors ? &zt : nullptr);
   r.values = std::move(d);
+  if (want_vectors) {  // column j of the result = row j of Z^T
+    r.vectors.resize(zt.size());
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < n; ++j) r.vectors[static_cast<size_t>(i) * n + j] = zt[static_cast<size_t>(j) * n + i];
+  }
   finish(r);
   return r;
 }
