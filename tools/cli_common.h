@@ -25,6 +25,7 @@ void register_compress(CLI::App& app);  // also `ask`
 void register_presses(CLI::App& app);
 void register_bench_press(CLI::App& app);
 void register_eval(CLI::App& app);  // cmd_eval.cpp
+void register_calibrate(CLI::App& app);
 
 // Options every model-running command takes.
 struct EngineOptions {

@@ -3,6 +3,8 @@
 // a press never includes the runtime or the model's internals and the dependency direction
 // core <- kernels <- {model, kvcache} <- press <- runtime stays as it is.
 #pragma once
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
 #include <span>
 #include <string>
@@ -55,6 +57,12 @@ class ModelProbe {
   // model's chat template when it has one (the template's assistant prefix included).
   virtual std::vector<int32_t> encode(const std::string& text, bool chat) const = 0;
   virtual bool has_chat_template() const = 0;
+
+  // ---- per-model calibration -----------------------------------------------------------------
+  // The data `kvshrink calibrate --press <press>` stored for this model (KVzip's head scores,
+  // Compactor's curve, UNComp's groups), or null when there is none. Throws kvs::Error when a
+  // file exists but is malformed or was made with another model.
+  virtual const nlohmann::json* calibration(const std::string& press) = 0;
 };
 
 }  // namespace kvs

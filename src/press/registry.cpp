@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "press/budget/allocators.h"
+#include "press/methods/methods.h"
 #include "press/scorers/scorers.h"
 #include "press/select/topk.h"
 
@@ -60,6 +61,7 @@ std::vector<AllocatorInfo> build_allocators() {
                  const double m = p.get_float("mass");  // checked by its spec
                  return std::make_shared<NucleusAllocator>(m);
                }});
+  add_method_allocators(v);
   return v;
 }
 
@@ -168,6 +170,7 @@ std::vector<PressInfo> build() {
                  press.scorer = std::make_shared<RandomScorer>();
                  return press;
                }});
+  add_method_presses(v);
   return v;
 }
 

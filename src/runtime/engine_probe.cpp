@@ -1,6 +1,7 @@
 #include "runtime/engine_probe.h"
 
 #include "core/error.h"
+#include "runtime/calibration_store.h"
 #include "runtime/chat_parts.h"
 
 namespace kvs {
@@ -58,6 +59,12 @@ std::vector<int32_t> EngineProbe::encode(const std::string& text, bool chat) con
   if (!chat || !has_chat_template()) return tok.encode(text, false, false);
   const ChatParts p = split_chat_template(tok);
   return tok.encode(p.head + text + p.tail, false, true);
+}
+
+const nlohmann::json* EngineProbe::calibration(const std::string& press) {
+  auto it = calib_.find(press);
+  if (it == calib_.end()) it = calib_.emplace(press, load_calibration(engine_.model(), press)).first;
+  return it->second ? &*it->second : nullptr;
 }
 
 bool EngineProbe::has_chat_template() const { return engine_.model().tokenizer->chat_format() != ChatFormat::None; }

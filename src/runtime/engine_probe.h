@@ -2,7 +2,9 @@
 // projection and RoPE tables through the engine's own forward code, probe forwards on
 // copy-on-write forks, the context's tokens and per-token NLL, the tokenizer.
 #pragma once
+#include <map>
 #include <memory>
+#include <optional>
 #include <span>
 
 #include "press/model_probe.h"
@@ -29,11 +31,13 @@ class EngineProbe : public ModelProbe {
   std::span<const float> context_nll() const override { return nll_; }
   std::vector<int32_t> encode(const std::string& text, bool chat) const override;
   bool has_chat_template() const override;
+  const nlohmann::json* calibration(const std::string& press) override;
 
  private:
   Engine& engine_;
   std::span<const int32_t> context_;
   std::span<const float> nll_;
+  std::map<std::string, std::optional<nlohmann::json>> calib_;  // loaded per press
   std::unique_ptr<KvCache> session_;       // the fork of probe_forward_continue
   const KvCache* session_base_ = nullptr;  // the cache it was forked from
 };
