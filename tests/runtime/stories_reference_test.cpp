@@ -1,19 +1,29 @@
 // The forward pass against llama.cpp's reference for stories260K: token ids, logits at every
 // prompt position, 48 greedy tokens — through the GGUF file and through a HF conversion of it.
 //
-// About the tolerance. The reference was made by llama.cpp with its default F16 KV cache, whose
+// About the tolerances. The reference was made by llama.cpp with its default F16 KV cache, whose
 // CPU attention also rounds queries and attention probabilities to F16; the logits are printed
-// with 5 significant digits (so up to 5e-4 of print error for |logit| >= 10). With
-// EngineParams::llamacpp_numerics we round the same values: 50-52 of the 53 positions then match
-// within 1e-3 (most at print precision) when fed token by token, about 40 of 53 when batched (sgemm
-// sums in another order); the rest differ by < 5e-3 because a value that lands on
-// an F16 rounding boundary can round the other way under a different float summation order, and
-// such a flip moves the logits by ~1e-3 in this tiny model. Our default numerics (F32 attention
-// over the F16 cache) are more accurate than llama.cpp's and differ from it by up to ~3.5e-2.
-// Greedy tokens are identical in every mode.
+// with 5 significant digits (up to 5e-4 of print error for |logit| >= 10).
+// EngineParams::llamacpp_numerics rounds the same values, which models that F16 rounding; what
+// it cannot reproduce is where a value lands within ~1e-7 of an F16 rounding boundary and rounds
+// the other way because our float sums run in another order (batched sgemm vs dot products,
+// another build's code generation). Such a flip moves the logits by ~1e-3 in this tiny model, and
+// it is rare: most values are nowhere near a boundary. Hence, against llama.cpp:
+//   - every position within `loose` = 5e-3 (print error + a few flips),
+//   - a majority of positions within `tight` = 1e-3 (print precision plus F32 noise): a real
+//     error (RoPE layout, a missing rounding, a wrong token) moves every position, while flips,
+//     being rare, leave most positions untouched — in every build (11-15 of 53 positions are
+//     flipped when batched, 1-4 token by token, depending on the build);
+//   - the greedy tokens identical.
+// Between our own runs there is no F16 rounding to flip (default F32 numerics), so they must
+// agree tightly: batched vs token by token, and a HF conversion vs the GGUF it came from (1e-4,
+// float summation order only).
+// Our default numerics (F32 attention over the F16 cache) are more accurate than llama.cpp's and
+// differ from it by up to ~3.5e-2.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "model/export.h"
@@ -31,9 +41,9 @@ float max_abs_diff(const float* a, const std::vector<float>& b) {
 }
 
 struct Tolerance {
-  float tight;        // most positions
-  float loose;        // every position
-  int max_loose = 0;  // positions allowed above `tight`
+  float tight;                 // a majority of positions (see the top of the file)
+  float loose;                 // every position
+  bool majority_tight = true;  // false: every position within `loose` only
 };
 
 void check_model(const Model& model, const EngineParams& ep, Tolerance tol) {
@@ -62,7 +72,28 @@ void check_model(const Model& model, const EngineParams& ep, Tolerance tol) {
     }
     EXPECT_EQ(gen, rc.greedy);
   }
-  EXPECT_LE(n_loose, tol.max_loose) << "positions above " << tol.tight << " of " << n_pos;
+  if (tol.majority_tight) EXPECT_LT(2 * n_loose, n_pos) << n_loose << " of " << n_pos << " positions above " << tol.tight;
+}
+
+// Max |a - b| over every logit of every reference prompt, between two engines.
+float max_diff_between(const Model& ma, const EngineParams& pa, const Model& mb, const EngineParams& pb) {
+  Engine ea(ma, pa), eb(mb, pb);
+  float m = 0;
+  for (const auto& rc : test::load_stories_reference()) {
+    auto ca = ea.new_cache(), cb = eb.new_cache();
+    const auto la = ea.forward(*ca, rc.tokens, Logits::All);
+    const auto lb = eb.forward(*cb, rc.tokens, Logits::All);
+    EXPECT_EQ(la.size(), lb.size());
+    m = std::max(m, max_abs_diff(la.data(), lb));
+  }
+  return m;
+}
+
+EngineParams f32_params(int threads, int batch) {
+  EngineParams ep;
+  ep.n_threads = threads;
+  ep.n_batch = batch;
+  return ep;
 }
 
 EngineParams llamacpp_params(int threads, int batch) {
@@ -78,13 +109,20 @@ EngineParams llamacpp_params(int threads, int batch) {
 
 TEST(StoriesReference, GgufMatchesLlamaCppTokenByToken) {
   auto model = Model::load(test::stories_gguf());
-  check_model(*model, llamacpp_params(2, 1), {1e-3f, 5e-3f, 3});
+  check_model(*model, llamacpp_params(2, 1), {1e-3f, 5e-3f});
 }
 
 TEST(StoriesReference, GgufMatchesLlamaCppBatched) {
   auto model = Model::load(test::stories_gguf());
-  check_model(*model, llamacpp_params(2, 512), {1e-3f, 5e-3f, 15});
-  check_model(*model, llamacpp_params(1, 3), {1e-3f, 5e-3f, 15});
+  check_model(*model, llamacpp_params(2, 512), {1e-3f, 5e-3f});
+  check_model(*model, llamacpp_params(1, 3), {1e-3f, 5e-3f});
+}
+
+// Without F16 rounding, batching changes only the float summation order.
+TEST(StoriesReference, BatchedMatchesTokenByToken) {
+  auto model = Model::load(test::stories_gguf());
+  EXPECT_LE(max_diff_between(*model, f32_params(2, 1), *model, f32_params(2, 512)), 1e-4f);
+  EXPECT_LE(max_diff_between(*model, f32_params(1, 3), *model, f32_params(2, 512)), 1e-4f);
 }
 
 TEST(StoriesReference, DefaultNumericsStayClose) {
@@ -94,7 +132,7 @@ TEST(StoriesReference, DefaultNumericsStayClose) {
     ep.n_threads = 2;
     ep.kv_dtype = kv;
     ep.page_tokens = 5;
-    check_model(*model, ep, {5e-2f, 5e-2f, 0});
+    check_model(*model, ep, {5e-2f, 5e-2f, false});
   }
 }
 
@@ -105,17 +143,12 @@ TEST(StoriesReference, HfConversionGivesTheSameLogits) {
   auto hf = Model::load(dir.path.string());
   EXPECT_EQ(hf->format, "hf");
   EXPECT_EQ(hf->hp.rope_style, kernels::RopeStyle::RotateHalf);
-  check_model(*hf, llamacpp_params(2, 1), {1e-3f, 5e-3f, 3});
-  // And the same logits as the GGUF path, position by position.
-  EngineParams ep;
-  ep.n_threads = 2;
-  Engine eg(*gg, ep), eh(*hf, ep);
-  for (const auto& rc : test::load_stories_reference()) {
-    auto cg = eg.new_cache(), ch = eh.new_cache();
-    auto lg = eg.forward(*cg, rc.tokens, Logits::All);
-    auto lh = eh.forward(*ch, rc.tokens, Logits::All);
-    EXPECT_LE(max_abs_diff(lg.data(), lh), 1e-4f);
-  }
+  // The conversion itself: the same logits as the GGUF it came from, position by position
+  // (rotate-half vs interleaved RoPE only reorders the float sums).
+  EXPECT_LE(max_diff_between(*gg, f32_params(2, 512), *hf, f32_params(2, 512)), 1e-4f);
+  EXPECT_LE(max_diff_between(*gg, f32_params(2, 1), *hf, f32_params(2, 1)), 1e-4f);
+  // And against llama.cpp, as the GGUF path is.
+  check_model(*hf, llamacpp_params(2, 1), {1e-3f, 5e-3f});
 }
 
 }  // namespace kvs

@@ -1,0 +1,248 @@
+// Bad input to the `kvshrink` binary, one test per class (issue 17): each must end in exactly one
+// line "kvshrink: error: ..." on stderr and exit code 1 — no crash, abort, uncaught exception or
+// hang. The binary is the one built beside these tests (KVS_BINARY_DIR/tools/kvshrink).
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kvcache/cache_file.h"
+#include "test_util.h"
+
+namespace kvs {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string kvshrink() { return (fs::path(KVS_BINARY_DIR) / "tools" / "kvshrink").string(); }
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+struct CliRun {
+  int exit_code = -1;     // -1 when killed by a signal or the timeout
+  int signal = 0;
+  bool timed_out = false;
+  std::string out, err;
+};
+
+// Runs kvshrink with `args` (stdin from /dev/null), killing it after `timeout_s`.
+CliRun run_cli(const std::vector<std::string>& args, const test::TempDir& dir, int timeout_s = 60) {
+  const std::string out_path = dir / "stdout.txt", err_path = dir / "stderr.txt";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int in = ::open("/dev/null", O_RDONLY);
+    const int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (in < 0 || out < 0 || err < 0) ::_exit(127);
+    ::dup2(in, 0), ::dup2(out, 1), ::dup2(err, 2);
+    std::vector<std::string> argv_s = {kvshrink()};
+    argv_s.insert(argv_s.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : argv_s) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  CliRun r;
+  int status = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  for (;;) {
+    const pid_t w = ::waitpid(pid, &status, WNOHANG);
+    if (w == pid) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      r.timed_out = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (!r.timed_out && WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
+  r.out = slurp(out_path);
+  r.err = slurp(err_path);
+  return r;
+}
+
+std::string describe(const std::vector<std::string>& args, const CliRun& r) {
+  std::string s = "kvshrink";
+  for (const auto& a : args) s += " " + a;
+  return s + "\n  exit " + std::to_string(r.exit_code) + ", signal " + std::to_string(r.signal) +
+         (r.timed_out ? ", TIMED OUT" : "") + "\n  stderr: " + r.err;
+}
+
+// Exit code 1, and stderr is one line "kvshrink: error: ..." that contains `needle`.
+void expect_clean_error(const std::vector<std::string>& args, const std::string& needle, const test::TempDir& dir,
+                        int timeout_s = 60) {
+  const CliRun r = run_cli(args, dir, timeout_s);
+  const std::string what = describe(args, r);
+  EXPECT_FALSE(r.timed_out) << what;
+  EXPECT_EQ(r.signal, 0) << what;
+  EXPECT_EQ(r.exit_code, 1) << what;
+  EXPECT_EQ(r.err.rfind("kvshrink: error: ", 0), 0u) << what;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "not one line: " << what;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << "expected '" << needle << "' in: " << what;
+}
+
+class CliHardening : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(kvshrink())) FAIL() << kvshrink() << " is missing: build the kvshrink target first";
+  }
+  test::TempDir dir{"cli_hardening"};
+  const std::string model = test::stories_gguf();
+};
+
+// Rewrites a .kvc header (the JSON between the fixed prefix and the body) with `edit` and
+// recomputes the checksum, so that the schema — not the checksum — must reject the file.
+template <class Edit>
+void rewrite_kvc_header(const std::string& src, const std::string& dst, Edit&& edit) {
+  const std::string b = slurp(src);
+  ASSERT_GT(b.size(), 24u);
+  uint64_t hlen;
+  std::memcpy(&hlen, b.data() + 8, 8);
+  nlohmann::json h = nlohmann::json::parse(b.substr(16, hlen));
+  edit(h);
+  const std::string hs = h.dump();
+  std::string out = b.substr(0, 8);
+  const uint64_t nlen = hs.size();
+  out.append(reinterpret_cast<const char*>(&nlen), 8);
+  out += hs;
+  out += b.substr(16 + hlen, b.size() - 16 - hlen - 8);  // body, without the old checksum
+  const uint64_t sum = cache_file_checksum(out.data(), out.size());
+  out.append(reinterpret_cast<const char*>(&sum), 8);
+  std::ofstream(dst, std::ios::binary) << out;
+}
+
+TEST_F(CliHardening, WrongTypedOrOutOfRangeKvcHeaderFields) {
+  std::ofstream(dir / "ctx.txt") << "Once upon a time, there was a little girl named Lily. She loved to play outside.";
+  const std::string kvc = dir / "ctx.kvc";
+  const CliRun made = run_cli({"compress", "-m", model, "--press", "snapkv", "--keep", "0.5", "--context", dir / "ctx.txt",
+                            "-o", kvc},
+                           dir);
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  // The untouched file (re-serialised header) still loads: the rewrite itself is sound.
+  rewrite_kvc_header(kvc, dir / "same.kvc", [](nlohmann::json&) {});
+  const CliRun ok = run_cli({"ask", dir / "same.kvc", "Who?", "-n", "2"}, dir);
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+
+  struct Case {
+    const char* key;
+    nlohmann::json value;
+    const char* needle;
+  };
+  const std::vector<Case> cases = {
+      {"n_past", "x", "header field 'n_past' must be an integer, got string"},
+      {"n_past", INT_MAX, "header field 'n_past' must be an integer in 0..1073741824, got 2147483647"},
+      {"n_layer", "5", "header field 'n_layer' must be an integer, got string"},
+      {"head_dim", -8, "header field 'head_dim' must be an integer in 1..4096"},
+      {"dtype", 16, "header field 'dtype' must be a string, got integer"},
+      {"model_fingerprint", 5, "header field 'model_fingerprint' must be a string, got integer"},
+      {"model_path", nlohmann::json::array(), "header field 'model_path' must be a string, got array"},
+      {"full_bytes", "1", "header field 'full_bytes' must be an integer, got string"},
+      {"keep", 2.5, "header field 'keep' must be a finite number"},
+      {"press_options", {1, 2}, "header field 'press_options' must be an array of strings"},
+      {"seed", -1, "header field 'seed' must be an integer in 0.."},
+      {"chat", "yes", "header field 'chat' must be a boolean, got string"},
+      {"slots", 1, "slots"},
+      // A wrapped integer stored in the header goes through the same parser as --trigger.
+      {"trigger", "every:4294967296", "trigger 'every:4294967296'"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.key);
+    const std::string bad = dir / "bad.kvc";
+    rewrite_kvc_header(kvc, bad, [&](nlohmann::json& h) { h[c.key] = c.value; });
+    // Without -m the model path comes from the header; with -m the header is still checked.
+    expect_clean_error({"ask", bad, "Who?", "-n", "2"}, c.needle, dir);
+    expect_clean_error({"ask", "-m", model, bad, "Who?", "-n", "2"}, c.needle, dir);
+  }
+}
+
+TEST_F(CliHardening, WrappedIntegersAreRefused) {
+  expect_clean_error({"generate", "-m", model, "-p", "Once upon a time", "-n", "4", "--press", "snapkv", "--trigger",
+                      "every:4294967296"},
+                     "trigger 'every:4294967296'", dir);
+  expect_clean_error({"generate", "-m", model, "-p", "Once upon a time", "-n", "4", "--press", "h2o", "--opt",
+                      "decode_every=4294967296"},
+                     "option decode_every must be an integer in 0..1000000, got '4294967296'", dir);
+  expect_clean_error({"generate", "-m", model, "-p", "Once upon a time", "-n", "4", "--press", "snapkv", "--trigger",
+                      "memory:1e999"},
+                     "trigger 'memory:1e999'", dir);
+}
+
+TEST_F(CliHardening, NanOptionsAreRefused) {
+  const std::vector<std::string> gen = {"generate", "-m", model, "-p", "Once upon a time", "-n", "4"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = gen;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  expect_clean_error(with({"--temp", "nan"}), "--temp must be a finite number", dir);
+  expect_clean_error(with({"--min-p", "nan"}), "--min-p must be a finite number", dir);
+  expect_clean_error(with({"--top-p", "inf"}), "--top-p must be a finite number", dir);
+  expect_clean_error(with({"--press", "h2o", "--opt", "recent_fraction=nan"}),
+                     "press 'h2o': option recent_fraction must be a finite number in [0, 1], got 'nan'", dir);
+  expect_clean_error(with({"--press", "adakv", "--opt", "alpha=nan"}), "option alpha must be a finite number", dir);
+  expect_clean_error(with({"--press", "pyramidkv", "--opt", "beta=nan"}), "option beta must be a finite number", dir);
+  expect_clean_error({"bench-press", "-m", model, "--keep", "nan"}, "--keep must be a finite number", dir);
+}
+
+TEST_F(CliHardening, NonRegularModelPathsAreRefusedWithoutHanging) {
+  const std::string fifo = dir / "model.fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0) << std::strerror(errno);
+  expect_clean_error({"info", fifo}, "but it is a FIFO", dir, 20);
+  expect_clean_error({"generate", "-m", fifo, "-p", "hi"}, "but it is a FIFO", dir, 20);
+  expect_clean_error({"ask", fifo, "Who?"}, "but it is a FIFO", dir, 20);  // a .kvc that is a FIFO
+  expect_clean_error({"info", "/dev/zero"}, "character device", dir, 20);
+  // A HF directory whose tokenizer.json is a FIFO.
+  const CliRun conv = run_cli({"convert", "-m", model, "-o", dir / "hf", "--type", "f32"}, dir);
+  ASSERT_EQ(conv.exit_code, 0) << conv.err;
+  fs::remove(dir / "hf/tokenizer.json");
+  ASSERT_EQ(::mkfifo((dir / "hf/tokenizer.json").c_str(), 0644), 0);
+  expect_clean_error({"info", dir / "hf"}, "tokenizer.json: a model file must be a regular file, but it is a FIFO", dir, 20);
+}
+
+TEST_F(CliHardening, AbsurdHfConfigValuesNameTheField) {
+  const CliRun conv = run_cli({"convert", "-m", model, "-o", dir / "hf", "--type", "f32"}, dir);
+  ASSERT_EQ(conv.exit_code, 0) << conv.err;
+  const std::string cfg_path = dir / "hf/config.json";
+  const nlohmann::json cfg = nlohmann::json::parse(slurp(cfg_path));
+  for (const auto& [key, value] : std::vector<std::pair<std::string, nlohmann::json>>{
+           {"max_position_embeddings", -1}, {"num_hidden_layers", 4294967301LL}, {"hidden_size", 0}, {"rms_norm_eps", -1}}) {
+    SCOPED_TRACE(key);
+    nlohmann::json c = cfg;
+    c[key] = value;
+    std::ofstream(cfg_path) << c.dump();
+    expect_clean_error({"info", dir / "hf"}, "config.json: '" + key + "' must be", dir);
+  }
+}
+
+TEST_F(CliHardening, OutputPathsAndLengthsCheckedBeforeWork) {
+  std::ofstream(dir / "file.txt") << "not a folder";
+  expect_clean_error({"eval", "-m", model, "-o", dir / "file.txt", "--samples", "1"}, "exists and is not a folder", dir);
+  expect_clean_error({"eval", "-m", model, "-o", dir / "file.txt/sub", "--samples", "1"}, "exists and is not a folder", dir);
+  expect_clean_error({"bench", "-m", model, "-p", "-5"}, "--prompt-lens must be an integer in 1..1048576, got -5", dir);
+  expect_clean_error({"bench", "-m", model, "-p", "200000000"}, "--prompt-lens must be an integer in 1..1048576", dir);
+  expect_clean_error({"bench", "-m", model, "-p", "8", "-d", "-1"}, "--ctx-lens", dir);
+}
+
+}  // namespace
+}  // namespace kvs
