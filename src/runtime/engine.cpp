@@ -100,4 +100,61 @@ std::vector<float> Engine::forward_at(KvCache& cache, std::span<const int32_t> t
   return logits;
 }
 
+std::vector<std::vector<float>> Engine::forward_batch(std::span<const BatchItem> items) {
+  const int V = model_.hp.n_vocab;
+  size_t pages = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const BatchItem& it = items[i];
+    KVS_ASSERT(it.cache != nullptr);
+    for (size_t j = i + 1; j < items.size(); ++j)
+      if (items[j].cache == it.cache) fail("forward_batch: sequence {} appears twice in one batch", i);
+    for (size_t t = 0; t < it.tokens.size(); ++t)
+      if (it.tokens[t] < 0 || it.tokens[t] >= V)
+        fail("token id {} of sequence {} is outside the vocabulary (0..{})", it.tokens[t], i, V - 1);
+    if (static_cast<int64_t>(it.cache->n_past()) + static_cast<int64_t>(it.tokens.size()) > INT32_MAX)
+      fail("token positions of sequence {} would pass {}", i, INT32_MAX);
+    pages += it.cache->pages_needed_for_append(static_cast<int>(it.tokens.size()));
+  }
+  if (!page_pool_->can_alloc(pages))
+    fail("KV cache memory cap reached: the batch needs {} more pages of {} bytes; {} of {} bytes in use", pages,
+         layout_.page_bytes(), page_pool_->bytes_in_use(), page_pool_->max_bytes());
+  std::vector<std::vector<float>> out(items.size());
+  std::vector<size_t> done(items.size(), 0);  // tokens of each item already fed
+  const arch::Runtime rt = runtime();
+  std::vector<int32_t> tokens, pos;
+  std::vector<arch::Segment> segs;
+  std::vector<size_t> seg_item;
+  std::vector<float> logits;
+  for (;;) {
+    // Pack up to n_batch rows: whole items where they fit, the rest of a long one in later passes.
+    tokens.clear();
+    pos.clear();
+    segs.clear();
+    seg_item.clear();
+    for (size_t i = 0; i < items.size() && static_cast<int>(tokens.size()) < params_.n_batch; ++i) {
+      const size_t left = items[i].tokens.size() - done[i];
+      if (left == 0) continue;
+      const size_t take = std::min(left, static_cast<size_t>(params_.n_batch) - tokens.size());
+      arch::Segment sg{items[i].cache, static_cast<int>(tokens.size()), static_cast<int>(take), items[i].observer};
+      for (size_t t = 0; t < take; ++t) {
+        tokens.push_back(items[i].tokens[done[i] + t]);
+        pos.push_back(items[i].cache->n_past() + static_cast<int32_t>(t));
+      }
+      segs.push_back(sg);
+      seg_item.push_back(i);
+    }
+    if (segs.empty()) break;
+    logits.resize(segs.size() * static_cast<size_t>(V));
+    arch::forward_segments(rt, act_, segs, tokens.data(), pos.data(), static_cast<int>(tokens.size()),
+                           arch::LogitsRows::Last, nullptr, logits.data());
+    for (size_t k = 0; k < segs.size(); ++k) {
+      const size_t i = seg_item[k];
+      done[i] += static_cast<size_t>(segs[k].n);
+      if (done[i] == items[i].tokens.size() && items[i].want_logits)
+        out[i].assign(logits.begin() + static_cast<std::ptrdiff_t>(k * V), logits.begin() + static_cast<std::ptrdiff_t>((k + 1) * V));
+    }
+  }
+  return out;
+}
+
 }  // namespace kvs

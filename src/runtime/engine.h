@@ -58,6 +58,21 @@ class Engine {
   std::vector<float> forward_at(KvCache& cache, std::span<const int32_t> tokens, std::span<const int32_t> pos,
                                 Logits mode, const ForwardHooks& hooks = {});
 
+  // One sequence's step in a batched forward (continuous batching: a decode token, or a chunk of
+  // a prompt being prefilled, of each sequence in flight).
+  struct BatchItem {
+    KvCache* cache = nullptr;            // the sequence's own cache
+    std::span<const int32_t> tokens;     // fed at positions cache->n_past() ...
+    LayerObserver* observer = nullptr;   // sees this sequence's rows only
+    bool want_logits = true;             // return the logits of its last token
+  };
+  // Feeds every item's tokens in shared forward passes of up to n_batch rows: the projections and
+  // FFN read the weights once for all sequences; attention runs per sequence over its own cache.
+  // Returns per item the last token's logits [n_vocab] (empty when not wanted). Gives the same
+  // result as running each item alone. Throws kvs::Error (pool cap, bad tokens) before any item's
+  // cache is changed when the whole batch cannot be planned.
+  std::vector<std::vector<float>> forward_batch(std::span<const BatchItem> items);
+
   // Queries of hidden states entering `layer` (attn_norm, W_q + bias, RoPE), exactly as the
   // forward computes them. hidden [n][n_embd]; rope_cs [n][rope_dim] (cos, sin) pairs, or one row
   // shared by all when rope_shared; q_out [n][n_head][head_dim].

@@ -37,6 +37,7 @@ TEST(Press, EveryPressMeetsBudgetAndProtectsSinksAndWindow) {
     SCOPED_TRACE(info.name);
     Press p = make_press(info.name);
     if (p.adaptive()) continue;  // chooses its own keep (tested on its own)
+    if (!test::runs_on_synthetic_cache(p)) continue;  // needs the model: tests/runtime
     Synth s = Synth::make(3, 4, 2, 16, 200, noise, p.needs().stats);
     // Let the collector see all 200 context queries of every layer (random queries).
     for (int layer = 0; layer < 3; ++layer) {
@@ -216,7 +217,7 @@ TEST(Press, FullAndKeepOneChangeNothing) {
   for (const auto& info : press_registry()) {
     SCOPED_TRACE(info.name);
     Press p = make_press(info.name);
-    if (p.adaptive()) continue;
+    if (p.adaptive() || !test::runs_on_synthetic_cache(p)) continue;  // see tests/runtime/pipeline_test.cpp
     Synth s = Synth::make(2, 2, 1, 8, 50, noise, p.needs().stats);
     std::vector<float> q(50 * 2 * 8, 0.1f);
     std::vector<int32_t> pos(50);

@@ -74,6 +74,15 @@ struct Synth {
   std::vector<int32_t> kept_positions(int layer, int kvh) const { return cache->head(layer, kvh).pos; }
 };
 
+// Whether a press can run on a synthetic cache: no model probe, no context NLL, no statistics
+// that need the forward's pre-RoPE tensors (Synth::observe shows post-RoPE queries only).
+// The others are tested on real models (tests/runtime).
+inline bool runs_on_synthetic_cache(const Press& p) {
+  const Needs n = p.needs();
+  return !n.probe && !n.context_nll && !n.stats.pre_rope_keys && n.stats.query_gram != QueryGram::PreRope &&
+         !n.stats.hidden_moments;
+}
+
 inline bool contains(const std::vector<int32_t>& v, int32_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
 }  // namespace kvs::test

@@ -134,14 +134,17 @@ void project_queries(const Runtime& rt, int layer, const float* hidden, int n, c
   });
 }
 
-int forward_chunk(const Runtime& rt, Activations& a, KvCache& cache, const int32_t* tokens, const int32_t* pos, int n,
-                  LogitsRows mode, const ForwardHooks& hooks, float* logits_out) {
+int forward_segments(const Runtime& rt, Activations& a, std::span<Segment> segs, const int32_t* tokens,
+                     const int32_t* pos, int n, LogitsRows mode, RowSelector* row_selector, float* logits_out) {
   const Model& model = rt.model;
   const HParams& hp = model.hp;
+  KVS_ASSERT(!segs.empty());
+  KVS_ASSERT(!row_selector || segs.size() == 1);
+  KVS_ASSERT(mode != LogitsRows::All || segs.size() == 1);
   a.reserve(hp, n);
-  const int E = hp.n_embd, F = hp.n_ff;
-  LayerObserver* obs = hooks.observer;
-  const bool keep_pre = obs && obs->needs_pre_rope();
+  const int E = hp.n_embd, F = hp.n_ff, H = hp.n_head, Hkv = hp.n_head_kv, D = hp.head_dim;
+  bool keep_pre = false;
+  for (const Segment& sg : segs) keep_pre |= sg.observer && sg.observer->needs_pre_rope();
   a.pos.assign(pos, pos + n);
   a.row.resize(static_cast<size_t>(n));
   for (int t = 0; t < n; ++t) a.row[static_cast<size_t>(t)] = t;
@@ -156,37 +159,44 @@ int forward_chunk(const Runtime& rt, Activations& a, KvCache& cache, const int32
   for (int il = 0; il < hp.n_layer; ++il) {
     const LayerWeights& L = model.layers[static_cast<size_t>(il)];
     // Optional pruning of rows before the layer (UNComp's prefill hidden-state pruning).
-    if (hooks.rows && il > 0) {
-      RowView rv{il, n, E, a.pos.data(), a.row.data(), a.x.data(), &cache};
+    if (row_selector && il > 0) {
+      RowView rv{il, n, E, a.pos.data(), a.row.data(), a.x.data(), segs[0].cache};
       keep.clear();
-      if (hooks.rows->select_rows(rv, keep) && static_cast<int>(keep.size()) < n) {
+      if (row_selector->select_rows(rv, keep) && static_cast<int>(keep.size()) < n) {
         compact_rows(hp, a, n, keep);
         n = static_cast<int>(keep.size());
+        segs[0].n = n;
       }
     }
 
     // Attention block: x += Wo . attention(RoPE(Wq . norm(x)), cache + RoPE(Wk . norm(x)), Wv . norm(x)).
+    // Projections over every row of the chunk; append, attention and observers per sequence.
     for_rows(rt.pool, n, [&](int t) {
       kernels::rmsnorm(a.x.data() + static_cast<size_t>(t) * E, L.attn_norm.f32(), a.xn.data() + static_cast<size_t>(t) * E, E,
                        hp.rms_eps);
     });
     qkv(rt, L, a, n, keep_pre);
-    if (!cache.append(il, n, a.k.data(), a.v.data(), a.pos.data()))
-      fail("KV cache memory cap reached while appending layer {}", il);
-    attention(cache, il, rt.shape, a.q.data(), a.pos.data(), n, a.att.data(), a.lse.data(), rt.pool, rt.attn);
-    if (obs) {
-      LayerView v;
-      v.layer = il;
-      v.n_tok = n;
-      v.pos = a.pos.data();
-      v.shape = &rt.shape;
-      v.hidden = a.x.data();
-      v.q = a.q.data();
-      v.lse = a.lse.data();
-      v.q_pre_rope = keep_pre ? a.q_pre.data() : nullptr;
-      v.k_pre_rope = keep_pre ? a.k_pre.data() : nullptr;
-      v.cache = &cache;
-      obs->on_layer(v);
+    for (const Segment& sg : segs) {
+      const size_t r0 = static_cast<size_t>(sg.first);
+      float* q = a.q.data() + r0 * H * D;
+      const int32_t* sp = a.pos.data() + r0;
+      if (!sg.cache->append(il, sg.n, a.k.data() + r0 * Hkv * D, a.v.data() + r0 * Hkv * D, sp))
+        fail("KV cache memory cap reached while appending layer {}", il);
+      attention(*sg.cache, il, rt.shape, q, sp, sg.n, a.att.data() + r0 * H * D, a.lse.data() + r0 * H, rt.pool, rt.attn);
+      if (sg.observer) {
+        LayerView v;
+        v.layer = il;
+        v.n_tok = sg.n;
+        v.pos = sp;
+        v.shape = &rt.shape;
+        v.hidden = a.x.data() + r0 * E;
+        v.q = q;
+        v.lse = a.lse.data() + r0 * H;
+        v.q_pre_rope = keep_pre ? a.q_pre.data() + r0 * H * D : nullptr;
+        v.k_pre_rope = keep_pre ? a.k_pre.data() + r0 * Hkv * D : nullptr;
+        v.cache = sg.cache;
+        sg.observer->on_layer(v);
+      }
     }
     kernels::matmul(L.wo, a.att.data(), n, a.xn.data(), rt.pool, rt.mm);
     for_rows(rt.pool, n, [&](int t) {
@@ -209,14 +219,24 @@ int forward_chunk(const Runtime& rt, Activations& a, KvCache& cache, const int32
     });
   }
 
-  // Output: logits = W_out . norm(x) for the last row or every row alive.
+  // Output: logits = W_out . norm(x) for the last row of every sequence, or every row alive.
   if (mode == LogitsRows::None) return n;
-  const int first = mode == LogitsRows::All ? 0 : n - 1;
-  for (int t = first; t < n; ++t)
-    kernels::rmsnorm(a.x.data() + static_cast<size_t>(t) * E, model.output_norm.f32(),
-                     a.xn.data() + static_cast<size_t>(t - first) * E, E, hp.rms_eps);
-  kernels::matmul(model.output, a.xn.data(), n - first, logits_out, rt.pool, rt.mm);
+  std::vector<int> out_rows;
+  if (mode == LogitsRows::All)
+    for (int t = 0; t < n; ++t) out_rows.push_back(t);
+  else
+    for (const Segment& sg : segs) out_rows.push_back(sg.first + sg.n - 1);
+  for (size_t i = 0; i < out_rows.size(); ++i)
+    kernels::rmsnorm(a.x.data() + static_cast<size_t>(out_rows[i]) * E, model.output_norm.f32(), a.xn.data() + i * E, E,
+                     hp.rms_eps);
+  kernels::matmul(model.output, a.xn.data(), static_cast<int64_t>(out_rows.size()), logits_out, rt.pool, rt.mm);
   return n;
+}
+
+int forward_chunk(const Runtime& rt, Activations& a, KvCache& cache, const int32_t* tokens, const int32_t* pos, int n,
+                  LogitsRows mode, const ForwardHooks& hooks, float* logits_out) {
+  Segment seg{&cache, 0, n, hooks.observer};
+  return forward_segments(rt, a, std::span<Segment>(&seg, 1), tokens, pos, n, mode, hooks.rows, logits_out);
 }
 
 }  // namespace kvs::arch

@@ -8,6 +8,7 @@
 // D = head_dim, R = rope_dim, F = n_ff, V = n_vocab.
 #pragma once
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/aligned_buffer.h"
@@ -51,6 +52,21 @@ struct Runtime {
 };
 
 enum class LogitsRows { None, Last, All };
+
+// One sequence's rows in a chunk that may hold several sequences (batched decoding).
+struct Segment {
+  KvCache* cache = nullptr;
+  int first = 0, n = 0;               // rows [first, first + n) of the chunk
+  LayerObserver* observer = nullptr;  // sees this sequence's rows only
+};
+
+// Runs a chunk of n rows belonging to one or more sequences: the projections and the FFN run over
+// all rows at once (the weights are read once per chunk, whatever the number of sequences); the
+// cache append, attention and observers run per segment over its own cache. Positions must
+// increase within a segment. logits_out: Last -> [n_segments][V] (the last row of each segment);
+// All (one segment only) -> [T_end][V]. A row selector needs a single segment. Returns T_end.
+int forward_segments(const Runtime& rt, Activations& a, std::span<Segment> segs, const int32_t* tokens,
+                     const int32_t* pos, int n, LogitsRows mode, RowSelector* row_selector, float* logits_out);
 
 // Runs one chunk of n tokens at positions pos (increasing, >= cache.n_past()), appending their
 // K/V to `cache`. logits_out: [1][V] for Last, [T_end][V] for All (T_end = rows alive at the end;
