@@ -2,7 +2,9 @@
 #include <fmt/format.h>
 
 #include "cli_common.h"
+#include "core/atomic_output.h"
 #include "core/error.h"
+#include "core/paths.h"
 #include "core/timer.h"
 #include "model/export.h"
 #include "model/model.h"
@@ -17,14 +19,24 @@ struct ConvertOptions {
 void run_convert(const ConvertOptions& o) {
   DType type;
   if (!dtype_from_name(o.type, &type)) fail("--type '{}' is not a known tensor type", o.type);
+  const bool to_gguf = o.out.size() > 5 && o.out.substr(o.out.size() - 5) == ".gguf";
+  // The output is checked before the model is read (a directory where a file goes, a folder of
+  // other things, an unwritable parent), and written whole or not at all (core/atomic_output.h).
+  if (to_gguf)
+    kvs::check_output_file(o.out, "-o");
+  else
+    kvs::check_output_dir(o.out, "-o", "config.json");
+  if (!o.tokenizer_json.empty()) require_regular_file(o.tokenizer_json, "--tokenizer-json");
   Timer t;
   auto m = Model::load(o.model);
-  const bool to_gguf = o.out.size() > 5 && o.out.substr(o.out.size() - 5) == ".gguf";
   if (to_gguf) {
     export_gguf(*m, o.out, type);
   } else {
+    // HF -> HF keeps the source's tokenizer.json as it is; otherwise (GGUF -> HF) one is written
+    // from the vocabulary. Either way the folder's tokenizer is checked against the model's.
     std::string tj = o.tokenizer_json;
-    if (tj.empty() && m->format == "hf") tj = o.model + "/tokenizer.json";
+    if (tj.empty() && m->format == "hf" && describe_path_type(o.model + "/tokenizer.json") == "a regular file")
+      tj = o.model + "/tokenizer.json";
     export_hf(*m, o.out, type, tj);
   }
   fmt::print(stderr, "wrote {} ({} {}) in {:.1f} s\n", o.out, to_gguf ? "GGUF" : "HF directory", o.type, t.seconds());
@@ -39,7 +51,7 @@ void register_convert(CLI::App& app) {
   cmd->add_option("-o,--out", o->out, "output .gguf file or directory")->required();
   cmd->add_option("--type", o->type, "weight type (GGUF: f32 f16 bf16 q8_0 q4_0 q4_k q6_k; HF: f32 f16 bf16)")
       ->capture_default_str();
-  cmd->add_option("--tokenizer-json", o->tokenizer_json, "tokenizer.json to copy for byte-level BPE vocabularies");
+  cmd->add_option("--tokenizer-json", o->tokenizer_json, "tokenizer.json to copy into a HF output (default: the source's own, or one written from the vocabulary)");
   cmd->callback([o] { run_convert(*o); });
 }
 

@@ -35,6 +35,11 @@ void run_info(const std::string& path) {
   fmt::print("tokenizer:    {} tokens, {} (bos {}, eos {}), chat format {}\n", m->tokenizer->n_vocab(),
              m->tokenizer->spec().kind == TokenizerKind::SPM ? "sentencepiece" : "byte-level BPE", m->tokenizer->bos(),
              m->tokenizer->eos(), static_cast<int>(m->tokenizer->chat_format()));
+  // Normalizer steps beside the vocabulary (GGUF: kvshrink's key, or implied by the pre-tokenizer).
+  if (const auto& sp = m->tokenizer->spec(); !sp.normalizer_note.empty())
+    fmt::print("normalizer:   {}\n", sp.normalizer_note);
+  else if (sp.explicit_pipeline && !sp.normalizers.empty())
+    fmt::print("normalizer:   {} (tokenizer.json)\n", describe_normalizers(sp.normalizers));
   fmt::print("fingerprint:  {:016x}\n", m->fingerprint);
 }
 

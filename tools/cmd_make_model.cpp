@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "cli_common.h"
+#include "core/atomic_output.h"
 #include "core/error.h"
 #include "core/timer.h"
 #include "model/model.h"
@@ -24,6 +25,7 @@ void run_make_model(const MakeModelOptions& o) {
   }
   if (o.shape.empty() == o.config.empty()) fail("give exactly one of --shape NAME or --config config.json");
   if (o.out.empty()) fail("missing -o OUT.gguf");
+  kvs::check_output_file(o.out, "-o");  // before the weights are generated; written via core/atomic_output
   HParams hp;
   std::string name;
   if (!o.shape.empty()) {

@@ -3,14 +3,14 @@
 #include <nlohmann/json.hpp>
 
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 
+#include "core/atomic_output.h"
 #include "core/error.h"
 #include "kernels/ops.h"
 #include "model/gguf/gguf_writer.h"
 #include "model/hf/safetensors_writer.h"
 #include "model/model.h"
+#include "model/tokenizer/hf_export.h"
 
 namespace kvs {
 
@@ -74,59 +74,6 @@ void add_rope_freqs_gguf(GgufWriter& w, const HParams& hp, const std::vector<flo
   std::vector<float> f(base.size());
   for (size_t i = 0; i < f.size(); ++i) f[i] = base[i] / scaled[i];
   w.add_tensor("rope_freqs.weight", DType::F32, {static_cast<int64_t>(f.size())}, f.data(), f.size() * sizeof(float));
-}
-
-namespace {
-// GGUF names byte-level BPE pre-tokenizers (llama.cpp's `tokenizer.ggml.pre`); a HF tokenizer.json
-// spells out its pipeline. Pick the name whose regexes tokenize a probe text exactly like the
-// explicit pipeline.
-std::string gguf_pre_for(const VocabSpec& v) {
-  if (!v.explicit_pipeline) return v.pre;
-  static const char* kProbe =
-      "Hello, World! It's 2026-11-22: 1234567 items cost $3.14 (or 12,345.67). I'd've said \"no\"...\n"
-      "  indented\tline\r\n\n\ncafé naïve — “quotes” 你好世界 🙂 x==y && a+=1; don't WON'T ";
-  auto ref = Tokenizer::create(v)->encode(kProbe, false, false);
-  for (const char* cand : {"smollm", "llama-bpe", "qwen2", "gpt-2"}) {
-    VocabSpec c = v;
-    c.explicit_pipeline = false;
-    c.normalizers.clear();
-    c.pre_tokenizers.clear();
-    c.pre = cand;
-    try {
-      if (Tokenizer::create(c)->encode(kProbe, false, false) == ref) return cand;
-    } catch (const Error&) {
-    }
-  }
-  fail("{}: this tokenizer's pre-tokenizer matches none that GGUF can name (smollm, llama-bpe, qwen2, gpt-2)", v.source);
-}
-}  // namespace
-
-void write_vocab_gguf(GgufWriter& w, const VocabSpec& v) {
-  const bool spm = v.kind == TokenizerKind::SPM;
-  w.set_str("tokenizer.ggml.model", spm ? "llama" : "gpt2");
-  if (!spm) w.set_str("tokenizer.ggml.pre", gguf_pre_for(v));
-  w.set_array("tokenizer.ggml.tokens", v.tokens);
-  if (spm) {
-    std::vector<float> scores = v.scores;
-    scores.resize(v.tokens.size(), 0.0f);
-    w.set_array("tokenizer.ggml.scores", scores);
-  }
-  std::vector<int32_t> types = v.types;
-  types.resize(v.tokens.size(), static_cast<int32_t>(TokenType::Normal));
-  w.set_array("tokenizer.ggml.token_type", types);
-  if (!spm) w.set_array("tokenizer.ggml.merges", v.merges);
-  auto id = [&](const char* key, int32_t x) {
-    if (x >= 0) w.set_u32(key, static_cast<uint32_t>(x));
-  };
-  id("tokenizer.ggml.bos_token_id", v.bos);
-  id("tokenizer.ggml.eos_token_id", v.eos);
-  id("tokenizer.ggml.unknown_token_id", v.unk);
-  id("tokenizer.ggml.padding_token_id", v.pad);
-  id("tokenizer.ggml.eot_token_id", v.eot);
-  w.set_bool("tokenizer.ggml.add_bos_token", v.add_bos);
-  w.set_bool("tokenizer.ggml.add_eos_token", v.add_eos);
-  if (spm) w.set_bool("tokenizer.ggml.add_space_prefix", v.add_space_prefix);
-  if (!v.chat_template.empty()) w.set_str("tokenizer.chat_template", v.chat_template);
 }
 
 namespace {
@@ -196,6 +143,7 @@ std::vector<int64_t> ne_of(const TensorView& t) { return std::vector<int64_t>(t.
 
 void export_gguf(const Model& m, const std::string& path, DType type) {
   if (!kernels::dtype_computable(type)) fail("cannot write weights as {}", dtype_name(type));
+  check_output_file(path, path);
   GgufWriter w;
   write_hparams_gguf(w, m.hp, m.name);
   write_vocab_gguf(w, m.tokenizer->spec());
@@ -251,7 +199,7 @@ std::string sentencepiece_model_proto(const VocabSpec& v) {
     bytes_field(out, 1, p);
   }
   std::string trainer;
-  int_field(trainer, 3, 2);  // model_type = BPE
+  int_field(trainer, 3, v.unigram ? 1 : 2);  // model_type = UNIGRAM or BPE
   int_field(trainer, 4, static_cast<int64_t>(v.tokens.size()));
   int_field(trainer, 35, byte_fallback ? 1 : 0);
   int_field(trainer, 40, v.unk);
@@ -261,24 +209,26 @@ std::string sentencepiece_model_proto(const VocabSpec& v) {
   bytes_field(out, 2, trainer);
   std::string norm;
   bytes_field(norm, 1, "identity");
-  int_field(norm, 3, v.add_space_prefix ? 1 : 0);
-  int_field(norm, 4, 0);  // remove_extra_whitespaces = false
+  int_field(norm, 3, spm_adds_space_prefix(v) ? 1 : 0);
+  int_field(norm, 4, v.remove_extra_whitespaces ? 1 : 0);
   int_field(norm, 5, 1);  // escape_whitespaces
   bytes_field(out, 3, norm);
   return out;
 }
 
 void export_hf(const Model& m, const std::string& dir, DType type, const std::string& tokenizer_json_src) {
-  namespace fs = std::filesystem;
   using json = nlohmann::json;
   StDType st;
   if (type != DType::F32 && type != DType::F16 && type != DType::BF16)
     fail("HF export supports f32, f16 and bf16 weights, not {}", dtype_name(type));
   st_dtype_from_dtype(type, &st);
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) fail("{}: cannot create directory: {}", dir, ec.message());
   const HParams& hp = m.hp;
+  if (hp.rope_scaling.type == "table")
+    fail("{}: this model's RoPE frequencies (rope_freqs.weight) are not llama3-shaped; config.json cannot express them",
+         dir);
+  // Everything goes to a staging folder beside `dir`, swapped in only when all files are written
+  // and the tokenizer checked: a failure leaves the previous folder (or none) and no temporary.
+  AtomicDir out(dir, "config.json");
   const bool unpermute = hp.arch == Arch::Llama && hp.rope_style == kernels::RopeStyle::Interleaved;
 
   std::vector<std::vector<uint8_t>> storage;
@@ -293,9 +243,13 @@ void export_hf(const Model& m, const std::string& dir, DType type, const std::st
     in.name = nw.hf;
     ts.push_back(std::move(in));
   }
-  write_safetensors((fs::path(dir) / "model.safetensors").string(), ts, {{"format", "pt"}});
+  write_safetensors(out.path("model.safetensors"), ts, {{"format", "pt"}});
+  storage.clear();
 
   const VocabSpec& v = m.tokenizer->spec();
+  auto id_or_null = [](int32_t id) { return id >= 0 ? json(id) : json(nullptr); };
+  json eos = id_or_null(v.eos);
+  if (v.eos >= 0 && v.eot >= 0 && v.eot != v.eos) eos = json::array({v.eos, v.eot});  // both end generation
   json cfg = {
       {"architectures", {hp.arch == Arch::Qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM"}},
       {"model_type", hp.arch == Arch::Qwen2 ? "qwen2" : "llama"},
@@ -312,12 +266,10 @@ void export_hf(const Model& m, const std::string& dir, DType type, const std::st
       {"vocab_size", hp.n_vocab},
       {"tie_word_embeddings", hp.tied_embeddings},
       {"torch_dtype", type == DType::F32 ? "float32" : type == DType::F16 ? "float16" : "bfloat16"},
-      {"bos_token_id", v.bos},
-      {"eos_token_id", v.eos},
+      {"bos_token_id", id_or_null(v.bos)},  // null when the model has none (HF's convention)
+      {"eos_token_id", eos},
+      {"pad_token_id", id_or_null(v.pad)},
   };
-  if (hp.rope_scaling.type == "table")
-    fail("{}: this model's RoPE frequencies (rope_freqs.weight) are not llama3-shaped; config.json cannot express them",
-         dir);
   if (hp.rope_scaling.type == "llama3")
     cfg["rope_scaling"] = {{"rope_type", "llama3"},
                            {"factor", hp.rope_scaling.factor},
@@ -326,26 +278,9 @@ void export_hf(const Model& m, const std::string& dir, DType type, const std::st
                            {"original_max_position_embeddings", hp.rope_scaling.original_max_pos}};
   else if (hp.rope_scaling.type == "linear")
     cfg["rope_scaling"] = {{"rope_type", "linear"}, {"factor", hp.rope_scaling.factor}};
-  std::ofstream(fs::path(dir) / "config.json") << cfg.dump(2) << "\n";
-
-  json tc = {{"add_bos_token", v.add_bos}, {"add_eos_token", v.add_eos}};
-  auto tok_text = [&](int32_t id) { return id >= 0 && id < static_cast<int32_t>(v.tokens.size()) ? v.tokens[id] : ""; };
-  if (v.bos >= 0) tc["bos_token"] = tok_text(v.bos);
-  if (v.eos >= 0) tc["eos_token"] = tok_text(v.eos);
-  if (v.unk >= 0) tc["unk_token"] = tok_text(v.unk);
-  if (!v.chat_template.empty()) tc["chat_template"] = v.chat_template;
-  std::ofstream(fs::path(dir) / "tokenizer_config.json") << tc.dump(2) << "\n";
-
-  if (v.kind == TokenizerKind::SPM) {
-    std::ofstream f(fs::path(dir) / "tokenizer.model", std::ios::binary);
-    f << sentencepiece_model_proto(v);
-    if (!f) fail("{}: cannot write tokenizer.model", dir);
-  } else {
-    if (tokenizer_json_src.empty())
-      fail("{}: writing a byte-level BPE vocabulary needs the source tokenizer.json (none given)", dir);
-    fs::copy_file(tokenizer_json_src, fs::path(dir) / "tokenizer.json", fs::copy_options::overwrite_existing, ec);
-    if (ec) fail("{}: cannot copy {}: {}", dir, tokenizer_json_src, ec.message());
-  }
+  out.write_file("config.json", cfg.dump(2) + "\n");
+  write_hf_tokenizer_files(out, v, tokenizer_json_src);
+  out.commit();
 }
 
 }  // namespace kvs

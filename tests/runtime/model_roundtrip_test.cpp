@@ -159,9 +159,16 @@ TEST(ModelRoundTrip, BpeVocabularyThroughGgufAndHf) {
                            "  leading spaces and trailing   ", "<|im_start|>user\nHi<|im_end|>"}) {
     EXPECT_EQ(gg->tokenizer->encode(text, true, true), hf_tok->encode(text, true, true)) << text;
   }
-  export_hf(*gg, dir / "hf", DType::F32, tok_dir + "/tokenizer.json");
+  // GGUF -> HF with no source tokenizer.json: one is written from the GGUF vocabulary.
+  export_hf(*gg, dir / "hf", DType::F32);
+  EXPECT_TRUE(std::filesystem::exists(dir / "hf/tokenizer.json"));
   auto hf = Model::load(dir / "hf");
   expect_close(run(*gg, 30), run(*hf, 30), 1e-4f);
+  for (const char* text : {"The special magic number for apple is 7342981.", "<|im_start|>user\nHi<|im_end|>"})
+    EXPECT_EQ(hf->tokenizer->encode(text, true, true), hf_tok->encode(text, true, true)) << text;
+  // With the source's tokenizer.json given, that file is copied as it is.
+  export_hf(*gg, dir / "hf2", DType::F32, tok_dir + "/tokenizer.json");
+  EXPECT_EQ(std::filesystem::file_size(dir / "hf2/tokenizer.json"), std::filesystem::file_size(tok_dir + "/tokenizer.json"));
 }
 
 }  // namespace kvs

@@ -194,6 +194,18 @@ void parse_post_processor(const Ctx& c, const json& j, VocabSpec& s) {
 
 }  // namespace
 
+std::vector<NormalizerStep> normalizer_from_json_text(std::string_view text, const std::string& name) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    fail("{}: malformed JSON: {}", name, e.what());
+  }
+  std::vector<NormalizerStep> out;
+  parse_normalizer(Ctx{name}, j, "normalizer", out);
+  return out;
+}
+
 VocabSpec vocab_from_tokenizer_json(std::string_view json_text, const std::string& name) {
   const Ctx c{name};
   TokenizerJson tj = parse_tokenizer_json(json_text, name);

@@ -98,3 +98,32 @@ std::string Normalizer::apply(std::string_view fragment) const {
 }
 
 }  // namespace kvs::tok
+
+namespace kvs {
+
+std::string describe_normalizers(const std::vector<NormalizerStep>& steps) {
+  auto show = [](const std::string& s) {
+    std::string o;
+    for (char c : s) {
+      if (c == '\n') o += "\\n";
+      else if (c == '\t') o += "\\t";
+      else o += c;
+    }
+    return "'" + o + "'";
+  };
+  std::string out;
+  for (const auto& st : steps) {
+    if (!out.empty()) out += ", ";
+    switch (st.kind) {
+      case NormalizerStep::Kind::NFC: out += "NFC"; break;
+      case NormalizerStep::Kind::Prepend: out += "Prepend(" + show(st.content) + ")"; break;
+      case NormalizerStep::Kind::Replace:
+        out += "Replace(" + std::string(st.regex ? "regex " : "") + show(st.pattern) + " -> " + show(st.content) + ")";
+        break;
+      case NormalizerStep::Kind::StripExtraSpaces: out += "StripExtraSpaces"; break;
+    }
+  }
+  return out.empty() ? "none" : out;
+}
+
+}  // namespace kvs

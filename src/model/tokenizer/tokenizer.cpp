@@ -74,7 +74,7 @@ void validate(VocabSpec& s) {
 // Derives normalizers and pre-tokenizers for vocabularies that do not spell them out (GGUF).
 void derive_pipeline(VocabSpec& s) {
   if (s.explicit_pipeline) return;
-  s.normalizers.clear();
+  s.normalizers = s.base_normalizers;  // stored beside the GGUF vocabulary or implied by its `pre`
   s.pre_tokenizers.clear();
   if (s.kind == TokenizerKind::SPM) {
     if (s.remove_extra_whitespaces) s.normalizers.push_back({NormalizerStep::Kind::StripExtraSpaces, "", false, ""});

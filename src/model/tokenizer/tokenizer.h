@@ -105,7 +105,21 @@ struct VocabSpec {
   bool remove_extra_whitespaces = false;  // SentencePiece normalizer option (tokenizer.model)
   bool unigram = false;           // SPM: Viterbi segmentation (SentencePiece unigram tokenizer.model)
   std::string source = "vocab";   // file the spec came from (used in error messages)
+  // GGUF (derived pipelines only): normalizer steps applied before the derived ones, read from
+  // the kvshrink.tokenizer.normalizer key or implied by tokenizer.ggml.pre (Qwen2: NFC), and a
+  // note saying which (shown by `kvshrink info`; empty when there are none).
+  std::vector<NormalizerStep> base_normalizers;
+  std::string normalizer_note;
 };
+
+// GGUF metadata key (kvshrink's own; llama.cpp ignores it) holding the normalizer steps that
+// tokenizer.ggml.* cannot express, as the JSON of a HF tokenizer.json "normalizer" (or "null").
+inline constexpr const char* kGgufNormalizerKey = "kvshrink.tokenizer.normalizer";
+// GGUF key (kvshrink's own): true when a "llama" vocabulary is a SentencePiece unigram model.
+inline constexpr const char* kGgufUnigramKey = "kvshrink.tokenizer.unigram";
+
+// "NFC", "Replace(' ' -> '\u2581')", ... joined by ", " ("none" for no steps).
+std::string describe_normalizers(const std::vector<NormalizerStep>& steps);
 
 // Reads tokenizer.ggml.* keys. Throws kvs::Error naming the file and key if inconsistent.
 VocabSpec vocab_from_gguf(const GgufFile& f);

@@ -1,6 +1,7 @@
 // VocabSpec from GGUF tokenizer.ggml.* metadata (llama.cpp's key names and defaults).
 #include "core/error.h"
 #include "model/gguf/gguf.h"
+#include "model/tokenizer/hf_vocab.h"
 #include "model/tokenizer/tokenizer.h"
 
 namespace kvs {
@@ -69,6 +70,18 @@ VocabSpec vocab_from_gguf(const GgufFile& f) {
   if (auto v = f.get_bool_opt("tokenizer.ggml.add_eos_token")) s.add_eos = *v;
   if (auto v = f.get_bool_opt("tokenizer.ggml.add_space_prefix")) s.add_space_prefix = *v;
   if (auto v = f.get_str_opt("tokenizer.chat_template")) s.chat_template = *v;
+  // Normalizer: GGUF has no key for it. kvshrink stores the steps tokenizer.ggml.* cannot express;
+  // files from elsewhere get the one their pre-tokenizer's HF tokenizer.json has (Qwen2/3: NFC).
+  if (auto text = f.get_str_opt(kGgufNormalizerKey)) {
+    s.base_normalizers = tok::normalizer_from_json_text(*text, f.path() + ": " + kGgufNormalizerKey);
+    if (!s.base_normalizers.empty())
+      s.normalizer_note = fmt::format("{}, from {}", describe_normalizers(s.base_normalizers), kGgufNormalizerKey);
+  } else if (s.kind == TokenizerKind::BPE && s.pre == "qwen2") {
+    s.base_normalizers.push_back({NormalizerStep::Kind::NFC, "", false, ""});
+    s.normalizer_note = "NFC, implied by tokenizer.ggml.pre 'qwen2' (Qwen2/Qwen3's tokenizer.json normalizes to NFC; "
+                        "llama.cpp does not)";
+  }
+  if (s.kind == TokenizerKind::SPM) s.unigram = f.get_bool_opt(kGgufUnigramKey).value_or(false);
   return s;
 }
 
