@@ -119,6 +119,12 @@ D2oThreshold::D2oThreshold(double beta) : beta_(beta) {
   if (!(beta >= 0 && beta <= 1)) fail("D2oThreshold: beta = {} (expected in [0, 1])", beta);
 }
 
+D2oThreshold::D2oThreshold(double beta, double tau) : D2oThreshold(beta) {
+  if (!std::isfinite(tau)) fail("D2oThreshold: resumed threshold {} is not finite", tau);
+  tau_ = tau;
+  init_ = true;
+}
+
 double D2oThreshold::update(std::span<const float> max_sims) {
   if (max_sims.empty()) return tau_;
   double m = 0.0;

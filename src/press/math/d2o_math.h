@@ -79,6 +79,9 @@ D2oNearest d2o_nearest(std::span<const float> kept, int64_t n_kept, std::span<co
 class D2oThreshold {
  public:
   explicit D2oThreshold(double beta = 0.7);
+  // Resumes a threshold saved earlier (τ_{t-1}, e.g. from a sequence's PressState): the next
+  // update() is a decode step (t > 0). tau must be finite.
+  D2oThreshold(double beta, double tau);
   bool initialised() const { return init_; }
   double value() const { return tau_; }  // NaN before the first update
   // First call (prefill, t = 0): τ = mean(max_sims). Later (decode, t > 0):

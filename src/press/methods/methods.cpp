@@ -1,12 +1,21 @@
 #include "press/methods/methods.h"
 
+#include "press/methods/d2o.h"
+#include "press/methods/gvote.h"
+
 namespace kvs {
 
 // Each method declares `void add_<paper>_presses(std::vector<PressInfo>&)` (and, if it has one,
 // `add_<paper>_allocators`) in its own header and is listed here, one line each.
 
-void add_method_presses(std::vector<PressInfo>& presses) { (void)presses; }
+void add_method_presses(std::vector<PressInfo>& presses) {
+  add_d2o_presses(presses);
+  add_gvote_presses(presses);
+}
 
-void add_method_allocators(std::vector<AllocatorInfo>& allocators) { (void)allocators; }
+void add_method_allocators(std::vector<AllocatorInfo>& allocators) {
+  add_d2o_allocators(allocators);
+  add_gvote_allocators(allocators);
+}
 
 }  // namespace kvs

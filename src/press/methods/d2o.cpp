@@ -1,0 +1,296 @@
+// D2O as press parts (see d2o.h for the overview; the numerics and the paper-vs-official choices
+// they involve are in press/math/d2o_math.h). Choices made here, where the paper is open:
+//
+//  - Eq. 4 with GQA: our statistics sum each KV head's column over the query heads of its group;
+//    dividing by the group size gives the group-mean column sums, the same scale as one query
+//    head's (exact for MHA). The paper and the official code (Llama-2, MHA; Llama-3 after
+//    repeat_kv) compute one variance per query head and average them; with GQA the variance of the
+//    group mean is at most the mean of the heads' variances.
+//  - Eq. 4 is computed once, at the sequence's first compression (the prompt's attention: every
+//    query observed so far), and kept in the sequence's PressState; later compressions (decode-time
+//    eviction, streaming perplexity) reuse it, so the layer sizes set at prefill stay fixed while
+//    decoding — as the official code does (it sets each layer's sizes once, at the first decode
+//    step, from the prefill's variances). With F the head lengths at that compression are kept:
+//    no head is ever given more than it held then (the official code clamps each layer's ratio at
+//    1 of the prompt); without that cap a layer whose share exceeds what it holds would keep every
+//    token it generates while the others shrink. The allocator writes that state through env.state
+//    directly (compress() hands the merger, not the allocator, the transactional copy): if the
+//    edit is then refused, the state keeps F, which is what a retry would compute from the same
+//    prompt statistics.
+//  - Budgets are tokens per KV head: every head of layer l weighs softmax(-F)_l, so the heads of a
+//    layer get equal budgets (up to one token of rounding), the paper's S_l. Protected tokens
+//    (sinks, the request's window) always fit, as in every fixed allocator here.
+//  - Token level (Eqs. 7-8): S = T + N + M, N:M = 3:1. The official code forces the first 4 tokens
+//    into the heavy hitters (T = 4, our default sinks) and splits the rest by hh_ratio:recent_ratio.
+//  - The official code never compresses layers 0, 1 and the last layer (a special case not in the
+//    paper); we compress every layer.
+//  - Similarity uses the cached (post-RoPE) keys, as the official code.
+//  - Merged rows carry mass = the tokens they represent (bookkeeping only; attention uses the
+//    weighted-average row, as Eq. 11 defines it).
+#include "press/methods/d2o.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "press/math/apportion.h"
+#include "press/scorers/scorers.h"
+#include "press/select/topk.h"
+
+namespace kvs {
+
+std::vector<double> d2o_layer_F(const StatsCollector& stats, math::D2oDensity density) {
+  if (!stats.request().col_sum) fail("d2o: layer budgets need accumulated attention (col_sum) statistics");
+  const KvLayout& l = stats.layout();
+  const AttnShape& sh = stats.shape();
+  const int group = sh.n_head / sh.n_head_kv;
+  std::vector<double> head_var(static_cast<size_t>(l.n_heads_total()));
+  std::vector<float> cs;
+  for (int layer = 0; layer < l.n_layer; ++layer)
+    for (int kvh = 0; kvh < l.n_head_kv; ++kvh) {
+      const auto& src = stats.col_sum(layer, kvh);
+      cs.resize(src.size());
+      for (size_t s = 0; s < src.size(); ++s) cs[s] = src[s] / static_cast<float>(group);
+      head_var[static_cast<size_t>(layer * l.n_head_kv + kvh)] = math::d2o_column_sum_variance(cs, /*unbiased=*/true);
+    }
+  return math::d2o_layer_density(head_var, l.n_layer, l.n_head_kv, density);
+}
+
+Allocation D2oAllocator::allocate(const Scores&, const PressEnv& env) const {
+  const KvCache& c = env.cache;
+  const KvLayout& l = c.layout();
+  const CompressRequest& req = env.request;
+  KVS_ASSERT(req.has_budget());
+  const int L = l.n_layer, H = l.n_head_kv;
+  const int n = l.n_heads_total();
+  // F (Eq. 4) and each head's length are fixed at the sequence's first compression (see the
+  // file comment); later compressions reuse them from the state.
+  std::vector<double> F, first_len;
+  if (env.state) {
+    const auto& v = env.state->values;
+    auto f = v.find(kD2oLayerF);
+    auto c0 = v.find(kD2oHeadCap);
+    if (f != v.end() && c0 != v.end() && f->second.size() == static_cast<size_t>(L) &&
+        c0->second.size() == static_cast<size_t>(n)) {
+      F = f->second;
+      first_len = c0->second;
+    }
+  }
+  if (F.empty()) {
+    if (!env.stats) fail("d2o allocator: needs accumulated attention statistics (col_sum)");
+    F = d2o_layer_F(*env.stats, density_);
+    first_len.resize(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) first_len[static_cast<size_t>(i)] = c.len(i / H, i % H);
+    if (env.state) {
+      env.state->values[kD2oLayerF] = F;
+      env.state->values[kD2oHeadCap] = first_len;
+    }
+  }
+  // Eq. 5: S_l = α_l S per head, α_l ∝ softmax(-F)_l (d2o_alpha with ρ = 1 is softmax x L; the
+  // total below carries ρ). Apportioned per head (every head of layer l weighs softmax(-F)_l), so
+  // the heads of a layer get equal budgets up to one token, each capped at what it holds.
+  // Each head is capped at what it holds and at what it held at the first compression (a layer
+  // never grows past its prompt, as the official code clamps each layer's ratio at 1); what a
+  // capped layer cannot take goes to the others in proportion to their α.
+  const std::vector<double> alpha = math::d2o_alpha(F, 1.0);
+  std::vector<double> w(static_cast<size_t>(n));
+  std::vector<int64_t> cap(static_cast<size_t>(n));
+  int64_t held = 0;
+  for (int i = 0; i < n; ++i) {
+    const int32_t len = c.len(i / H, i % H);
+    w[static_cast<size_t>(i)] = alpha[static_cast<size_t>(i / H)];
+    cap[static_cast<size_t>(i)] = std::min<int64_t>(len, std::llround(first_len[static_cast<size_t>(i)]));
+    held += len;
+  }
+  int64_t total = req.max_tokens > 0 ? static_cast<int64_t>(req.max_tokens) * n
+                                     : std::llround(*req.keep * static_cast<double>(held));
+  total = std::min(total, held);
+  const std::vector<int64_t> per_head = math::apportion(w, total, cap);
+  Allocation a;
+  a.budgets.assign(static_cast<size_t>(n), 0);
+  for (int i = 0; i < n; ++i) {
+    const HeadCache& h = c.head(i / H, i % H);
+    const int32_t b = static_cast<int32_t>(per_head[static_cast<size_t>(i)]);
+    a.budgets[static_cast<size_t>(i)] = std::max(b, std::min(h.len(), count_protected(h, c.n_past(), req)));
+  }
+  return a;
+}
+
+CacheEdit D2oSelector::select(const Scores& scores, const Budgets& budgets, const PressEnv& env) const {
+  const KvCache& c = env.cache;
+  const KvLayout& l = c.layout();
+  CacheEdit edit(l);
+  for (int i = 0; i < l.n_heads_total(); ++i) {
+    const HeadCache& h = c.head(i / l.n_head_kv, i % l.n_head_kv);
+    const int32_t b = budgets[static_cast<size_t>(i)];
+    if (b >= h.len()) continue;
+    HeadEdit& e = edit.heads[static_cast<size_t>(i)];
+    e.active = true;
+    std::vector<bool> taken = protected_slots(h, c.n_past(), env.request);
+    int32_t n_prot = 0;
+    for (bool t : taken) n_prot += t;
+    // M newest unprotected slots, then the N best scores (Eq. 8), within the budget.
+    const int32_t room = std::max(0, b - n_prot);
+    const int32_t M = static_cast<int32_t>(std::lround(recent_share_ * room));
+    int32_t n_taken = n_prot;
+    for (int32_t s = h.len() - 1, m = 0; s >= 0 && m < M && n_taken < b; --s)
+      if (!taken[s]) taken[s] = true, ++m, ++n_taken;
+    for (int32_t s = 0; s < h.len(); ++s)
+      if (taken[s]) e.keep.push_back(s);
+    const int32_t rest = b - static_cast<int32_t>(e.keep.size());
+    if (rest > 0) {
+      auto top = top_k_slots(scores.s[static_cast<size_t>(i)], rest, taken);
+      e.keep.insert(e.keep.end(), top.begin(), top.end());
+    }
+    std::sort(e.keep.begin(), e.keep.end());
+  }
+  return edit;
+}
+
+namespace {
+
+// One head: Eqs. 9-12 on the evicted slots of `e`; updates tau/tau_set of this head.
+void merge_head(const KvCache& c, int layer, int kvh, HeadEdit& e, double beta, math::D2oMerge mode, double& tau,
+                double& tau_set) {
+  const HeadCache& h = c.head(layer, kvh);
+  const int D = c.layout().head_dim;
+  const int32_t len = h.len();
+  const int64_t n_kept = static_cast<int64_t>(e.keep.size());
+  if (n_kept == 0 || n_kept == len) return;
+  std::vector<int32_t> evicted;
+  evicted.reserve(static_cast<size_t>(len - n_kept));
+  for (int32_t s = 0, j = 0; s < len; ++s) {
+    if (j < n_kept && e.keep[static_cast<size_t>(j)] == s) {
+      ++j;
+      continue;
+    }
+    evicted.push_back(s);
+  }
+  const int64_t n_ev = static_cast<int64_t>(evicted.size());
+  std::vector<float> kept_k(static_cast<size_t>(n_kept) * D), ev_k(static_cast<size_t>(n_ev) * D);  // [n][D]
+  for (int64_t j = 0; j < n_kept; ++j) c.read_k(layer, kvh, e.keep[static_cast<size_t>(j)], kept_k.data() + j * D);
+  for (int64_t i = 0; i < n_ev; ++i) c.read_k(layer, kvh, evicted[static_cast<size_t>(i)], ev_k.data() + i * D);
+  // Eq. 9: nearest kept pair of every evicted pair; Eq. 10: the head's threshold.
+  const math::D2oNearest near = math::d2o_nearest(kept_k, n_kept, ev_k, n_ev, D);
+  math::D2oThreshold thr = tau_set != 0 ? math::D2oThreshold(beta, tau) : math::D2oThreshold(beta);
+  const double t = thr.update(near.sim);
+  tau = t;
+  tau_set = 1;
+  // Eqs. 11-12 on the kept pairs that receive something (the others keep weight 1): the merge is
+  // run on that subset with the merged evicted pairs only (same weights: S_j sums over the pairs
+  // merged into j).
+  std::vector<int32_t> sub_of(static_cast<size_t>(n_kept), -1);  // kept index -> target index
+  std::vector<int32_t> targets, m_near;                            // kept indices; nearest per merged pair
+  std::vector<int64_t> merged;                                     // evicted indices merged
+  std::vector<float> m_sim;
+  for (int64_t i = 0; i < n_ev; ++i) {
+    if (!(near.sim[static_cast<size_t>(i)] >= t)) continue;  // under τ: dropped for good
+    const int32_t j = near.index[static_cast<size_t>(i)];
+    if (sub_of[static_cast<size_t>(j)] < 0) {
+      sub_of[static_cast<size_t>(j)] = static_cast<int32_t>(targets.size());
+      targets.push_back(j);
+    }
+    merged.push_back(i);
+    m_near.push_back(sub_of[static_cast<size_t>(j)]);
+    m_sim.push_back(near.sim[static_cast<size_t>(i)]);
+  }
+  if (merged.empty()) return;
+  const int64_t nt = static_cast<int64_t>(targets.size()), nm = static_cast<int64_t>(merged.size());
+  std::vector<float> tk(static_cast<size_t>(nt) * D), tv(tk.size());  // [nt][D] target rows
+  std::vector<float> mk(static_cast<size_t>(nm) * D), mv(mk.size());  // [nm][D] merged evicted rows
+  for (int64_t r = 0; r < nt; ++r) {
+    const int32_t j = targets[static_cast<size_t>(r)];
+    std::copy_n(kept_k.data() + static_cast<size_t>(j) * D, D, tk.data() + r * D);
+    c.read_v(layer, kvh, e.keep[static_cast<size_t>(j)], tv.data() + r * D);
+  }
+  for (int64_t r = 0; r < nm; ++r) {
+    const int64_t i = merged[static_cast<size_t>(r)];
+    std::copy_n(ev_k.data() + static_cast<size_t>(i) * D, D, mk.data() + r * D);
+    c.read_v(layer, kvh, evicted[static_cast<size_t>(i)], mv.data() + r * D);
+  }
+  math::d2o_merge(tk, tv, nt, D, D, mk, mv, m_near, m_sim, t, mode);
+  // Mass bookkeeping: a merged row stands for its own tokens and those folded into it.
+  auto mass_of = [&](int32_t slot) { return h.mass.empty() ? 1.0f : h.mass[static_cast<size_t>(slot)]; };
+  std::vector<float> mass(static_cast<size_t>(nt));
+  for (int64_t r = 0; r < nt; ++r) mass[static_cast<size_t>(r)] = mass_of(e.keep[static_cast<size_t>(targets[r])]);
+  for (int64_t r = 0; r < nm; ++r)
+    mass[static_cast<size_t>(m_near[static_cast<size_t>(r)])] += mass_of(evicted[static_cast<size_t>(merged[r])]);
+  for (int64_t r = 0; r < nt; ++r) {
+    RowWrite wr;
+    wr.slot = e.keep[static_cast<size_t>(targets[static_cast<size_t>(r)])];
+    wr.k.assign(tk.begin() + r * D, tk.begin() + (r + 1) * D);
+    wr.v.assign(tv.begin() + r * D, tv.begin() + (r + 1) * D);
+    wr.mass = mass[static_cast<size_t>(r)];
+    e.writes.push_back(std::move(wr));
+  }
+}
+
+}  // namespace
+
+void D2oMerger::merge(const Scores&, const PressEnv& env, CacheEdit& edit) const {
+  if (!env.state) fail("d2o: merging needs the sequence's press state (its EMA thresholds)");
+  const KvLayout& l = env.cache.layout();
+  const size_t n = static_cast<size_t>(l.n_heads_total());
+  auto& tau = env.state->values[kD2oTau];
+  auto& set = env.state->values[kD2oTauSet];
+  if (tau.size() != n || set.size() != n) {  // first use (or a state from another shape): start afresh
+    tau.assign(n, 0.0);
+    set.assign(n, 0.0);
+  }
+  env.pool.parallel_for(static_cast<int64_t>(n), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i)
+      merge_head(env.cache, static_cast<int>(i / l.n_head_kv), static_cast<int>(i % l.n_head_kv),
+                 edit.heads[static_cast<size_t>(i)], beta_, mode_, tau[static_cast<size_t>(i)], set[static_cast<size_t>(i)]);
+  });
+}
+
+namespace {
+
+using T = ParamSpec::Type;
+
+math::D2oDensity parse_density(const std::string& s) {
+  if (s == "paper") return math::D2oDensity::Paper;
+  if (s == "minmax") return math::D2oDensity::OfficialMinMax;
+  fail("d2o allocator: density must be paper or minmax, got '{}'", s);
+}
+
+}  // namespace
+
+void add_d2o_allocators(std::vector<AllocatorInfo>& allocators) {
+  allocators.push_back(
+      {"d2o",
+       "D2O: layer budgets softmax(-F) with F the variance of the prompt's attention column sums (Wan et al. 2024, Eqs. 4-5)",
+       {{"density", T::String, "paper",
+         "paper: Eq. 4's variances as they are; minmax: the official code's per-layer min-max normalised head variances"}},
+       [](const Params& p, const Scorer&) { return std::make_shared<D2oAllocator>(parse_density(p.get_str("density"))); }});
+}
+
+void add_d2o_presses(std::vector<PressInfo>& presses) {
+  presses.push_back(
+      {"d2o", "Wan et al. 2024, arXiv:2406.13035",
+       "layer budgets from attention variance; sinks + recent + heavy hitters at every decode step; evicted pairs merged "
+       "into their nearest kept pair above an EMA similarity threshold",
+       {{"recent_share", T::Float, "0.25", "M / (N + M): share of the budget beyond the sinks kept for the most recent tokens (3:1 = 0.25)", 0, 1},
+        {"merge", T::Bool, "true", "merge evicted pairs into kept ones (false: the ablation without merging)"},
+        {"ema_beta", T::Float, "0.7", "beta of the EMA similarity threshold (Eq. 10)", 0, 1},
+        {"merge_weights", T::String, "paper", "paper: Eq. 12's weights; official: the official code's similarity-weighted scatter-mean"},
+        {"decode_every", T::Int, "1", "evict back to the budget every N decode steps (0 = only after prefill)", 0, kMaxTriggerEvery}},
+       4, 0, {Trigger::Kind::EveryN, 1, 0}, "d2o", [](const Params& p) {
+         const std::string& mw = p.get_str("merge_weights");
+         if (mw != "paper" && mw != "official") fail("d2o: merge_weights must be paper or official, got '{}'", mw);
+         Press press;
+         press.name = "d2o";
+         press.scorer = std::make_shared<H2oScorer>();  // Eq. 6: attention accumulated over every query
+         press.selector = std::make_shared<D2oSelector>(p.get_float("recent_share"));
+         if (p.get_bool("merge"))
+           press.merger = std::make_shared<D2oMerger>(
+               p.get_float("ema_beta"), mw == "paper" ? math::D2oMerge::PaperEq12 : math::D2oMerge::OfficialScatterMean);
+         const int64_t n = p.get_int("decode_every");
+         press.trigger = n > 0 ? Trigger{Trigger::Kind::EveryN, static_cast<int>(n), 0} : Trigger{};
+         return press;
+       }});
+}
+
+}  // namespace kvs

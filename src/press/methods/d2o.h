@@ -1,0 +1,89 @@
+// D2O (Wan et al., "D2O: Dynamic Discriminative Operations for Efficient Long-Context Inference of
+// Large Language Models", arXiv:2406.13035; ../shared/papers/d2o.txt §4), as press parts:
+//
+//   layer level  D2oAllocator ("d2o", usable with any scorer): F_l = Var of the prompt attention's
+//                column sums (Eq. 4), α_l = softmax(-F)_l L ρ (Eq. 5), S_l = α_l S. The official
+//                code's min-max normalisation of the head variances is the option density=minmax.
+//   token level  accumulated attention (Eq. 6, H2O's scorer: column sums over every query seen,
+//                prefill and decode) + D2oSelector: T sinks (the request's sinks) + the M most
+//                recent + the top N by score, N:M = 3:1 (Eqs. 7-8); with an EveryN trigger at every
+//                decode step, so memory stays at the budget however long the generation runs.
+//   merging      D2oMerger: each evicted pair's nearest kept pair by key cosine (Eq. 9); an EMA
+//                threshold per (layer, KV head) kept in the sequence's PressState (Eq. 10, β 0.7);
+//                evicted pairs under it are dropped, the others merged into their nearest kept pair
+//                with the weights of Eq. 12 (keys and values alike), or the official code's
+//                similarity-weighted scatter-mean (merge_weights=official). merge=false is the
+//                ablation without merging.
+//
+// The numerics are press/math/d2o_math.h (its header lists the choices made where the paper is
+// open, with the official code's behaviour); the choices specific to these parts are beside them
+// in d2o.cpp.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "press/math/d2o_math.h"
+#include "press/registry.h"
+
+namespace kvs {
+
+// PressState keys (finite numbers only: .kvc headers hold the state as JSON).
+inline constexpr const char* kD2oLayerF = "d2o.layer_F";  // [n_layer] Eq. 4, fixed at the first compression
+inline constexpr const char* kD2oHeadCap = "d2o.head_cap"; // [n_layer * n_head_kv] head lengths then
+inline constexpr const char* kD2oTau = "d2o.tau";         // [n_layer * n_head_kv] τ of Eq. 10
+inline constexpr const char* kD2oTauSet = "d2o.tau_set";  // [n_layer * n_head_kv] 1 once τ exists
+
+// Eq. 4 from the collected column sums: per (layer, KV head) the unbiased variance of the column
+// sums divided by the GQA group size (the group-mean column sums, i.e. one query head's scale),
+// then per layer the mean over its KV heads (Paper) or the mean of the min-max normalised head
+// variances (OfficialMinMax). Needs col_sum statistics. [n_layer].
+std::vector<double> d2o_layer_F(const StatsCollector& stats, math::D2oDensity density);
+
+// Layer budgets of Eq. 5. The total is the request's (round(keep x tokens held) or max_tokens x
+// heads); layer l gets the share softmax(-F)_l of it (largest remainder, capped at what the layer
+// holds, the excess redistributed), split evenly over its KV heads; protected tokens always fit.
+// F is computed at the sequence's first compression and kept in its PressState (kD2oLayerF) with
+// the head lengths then (kD2oHeadCap: no head is given more than it held then), so decode-time
+// eviction keeps the prefill's layer sizes, as the paper and the official code do.
+class D2oAllocator : public BudgetAllocator {
+ public:
+  explicit D2oAllocator(math::D2oDensity density = math::D2oDensity::Paper) : density_(density) {}
+  std::string name() const override { return "d2o"; }
+  Needs needs() const override { return {.stats = {.col_sum = true}}; }
+  Allocation allocate(const Scores& scores, const PressEnv& env) const override;
+  math::D2oDensity density() const { return density_; }
+
+ private:
+  math::D2oDensity density_;
+};
+
+// Per head with budget b: the protected slots (T sinks, the request's window), then the newest
+// M = round(recent_share x (b - protected)) slots, then the N = b - protected - M best scores.
+// recent_share 0.25 is N:M = 3:1.
+class D2oSelector : public Selector {
+ public:
+  explicit D2oSelector(double recent_share = 0.25) : recent_share_(recent_share) {}
+  std::string name() const override { return "d2o_select"; }
+  CacheEdit select(const Scores& scores, const Budgets& budgets, const PressEnv& env) const override;
+
+ private:
+  double recent_share_;
+};
+
+// Folds the evicted pairs of every active head into kept ones (Eqs. 9-12) and updates the head's
+// EMA threshold in env.state (required: a merger without a sequence state is refused).
+class D2oMerger : public Merger {
+ public:
+  D2oMerger(double beta = 0.7, math::D2oMerge mode = math::D2oMerge::PaperEq12) : beta_(beta), mode_(mode) {}
+  std::string name() const override { return mode_ == math::D2oMerge::PaperEq12 ? "d2o_merge" : "d2o_merge_official"; }
+  void merge(const Scores& scores, const PressEnv& env, CacheEdit& edit) const override;
+
+ private:
+  double beta_;
+  math::D2oMerge mode_;
+};
+
+void add_d2o_presses(std::vector<PressInfo>& presses);
+void add_d2o_allocators(std::vector<AllocatorInfo>& allocators);
+
+}  // namespace kvs

@@ -1,0 +1,365 @@
+// D2O's press parts on synthetic caches, with answers computed by hand (or by brute force written
+// out here, independent of press/math): the allocator equals Eq. 5 on given variances and Eq. 4 on
+// collected statistics, min-max density differs from the paper's, the selector keeps sinks + M
+// recent + N heavy hitters, a merge follows Eq. 12 (and the official scatter-mean) row by row,
+// and the EMA threshold follows Eq. 10 over a prefill and three decode steps.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cmath>
+#include <numeric>
+
+#include "core/error.h"
+#include "press/budget/allocators.h"
+#include "press/methods/d2o.h"
+#include "press/registry.h"
+#include "press/scorers/scorers.h"
+#include "press_test_util.h"
+
+namespace kvs {
+namespace {
+
+using test::contains;
+using test::Synth;
+
+float noise(int layer, int h, int pos, int d) {
+  uint32_t x = static_cast<uint32_t>(layer) * 7919u + static_cast<uint32_t>(h) * 104729u +
+               static_cast<uint32_t>(pos) * 1299709u + static_cast<uint32_t>(d) * 15485863u;
+  x ^= x >> 13;
+  x *= 0x5bd1e995;
+  x ^= x >> 15;
+  return (static_cast<float>(x % 10000) / 10000.0f - 0.5f) * 0.2f;
+}
+
+// Random queries for every layer (scale differs per layer and head so attention densities differ).
+void observe_all(Synth& s, int n_layer, int n_head, int D, int n, float scale_per_layer) {
+  for (int layer = 0; layer < n_layer; ++layer) {
+    std::vector<float> q(static_cast<size_t>(n) * n_head * D);
+    for (int t = 0; t < n; ++t)
+      for (int h = 0; h < n_head; ++h)
+        for (int d = 0; d < D; ++d)
+          q[(static_cast<size_t>(t) * n_head + h) * D + d] =
+              noise(layer, 9 + h, t, d) * 10.0f * (1.0f + scale_per_layer * layer) * (1.0f + 0.7f * h);
+    std::vector<int32_t> pos(static_cast<size_t>(n));
+    std::iota(pos.begin(), pos.end(), 0);
+    s.observe(layer, q, pos);
+  }
+}
+
+// Eq. 5 on given F: alpha_l = exp(-F_l) / sum exp(-F) * L * rho, S_l = alpha_l * S per head.
+TEST(D2o, AllocatorEqualsEq5OnGivenVariances) {
+  Synth s = Synth::make(3, 4, 2, 8, 100, noise, {.col_sum = true});
+  s.state.values[kD2oLayerF] = {0.0, 0.5, 2.0};
+  s.state.values[kD2oHeadCap] = std::vector<double>(6, 100.0);  // the heads' lengths at the first compression
+  CompressRequest r;
+  r.keep = 0.4;
+  const Allocation a = D2oAllocator().allocate({}, s.env(r));
+  const double e0 = 1.0, e1 = std::exp(-0.5), e2 = std::exp(-2.0), z = e0 + e1 + e2;
+  const double S_l[3] = {e0 / z * 3 * 0.4 * 100, e1 / z * 3 * 0.4 * 100, e2 / z * 3 * 0.4 * 100};  // 68.9, 41.8, 9.3
+  int64_t total = 0;
+  for (int layer = 0; layer < 3; ++layer)
+    for (int h = 0; h < 2; ++h) {
+      const int32_t b = a.budgets[static_cast<size_t>(layer * 2 + h)];
+      EXPECT_NEAR(b, S_l[layer], 1.0) << "layer " << layer;
+      total += b;
+    }
+  EXPECT_EQ(total, 240);  // L * rho * S * heads = 3 * 0.4 * 100 * 2
+  EXPECT_EQ(a.budgets, (Budgets{69, 69, 42, 42, 9, 9}));
+  // With a token budget (decode time) the same shares of max_tokens x heads.
+  CompressRequest rt;
+  rt.max_tokens = 40;
+  const Allocation at = D2oAllocator().allocate({}, s.env(rt));
+  EXPECT_EQ(at.budgets, (Budgets{69, 69, 42, 42, 9, 9}));
+}
+
+// Eq. 4 on collected statistics: the unbiased variance of each KV head's column sums divided by
+// the group size, averaged over the layer's KV heads; the allocator computes it at the first
+// compression and keeps it in the sequence's state.
+TEST(D2o, LayerDensityIsTheVarianceOfTheColumnSums) {
+  const int L = 2, H = 4, Hkv = 2, D = 8, n = 64;
+  Synth s = Synth::make(L, H, Hkv, D, n, noise, {.col_sum = true});
+  observe_all(s, L, H, D, n, 2.0f);
+  std::vector<double> want(L, 0.0);
+  for (int layer = 0; layer < L; ++layer) {
+    for (int kvh = 0; kvh < Hkv; ++kvh) {
+      const auto& cs = s.stats->col_sum(layer, kvh);
+      ASSERT_EQ(cs.size(), static_cast<size_t>(n));
+      double m = 0;
+      for (float x : cs) m += x / 2.0;
+      m /= n;
+      double v = 0;
+      for (float x : cs) v += (x / 2.0 - m) * (x / 2.0 - m);
+      want[layer] += v / (n - 1) / Hkv;
+    }
+  }
+  const auto F = d2o_layer_F(*s.stats, math::D2oDensity::Paper);
+  ASSERT_EQ(F.size(), 2u);
+  for (int layer = 0; layer < L; ++layer) EXPECT_NEAR(F[layer], want[layer], 1e-6 * want[layer]);
+  CompressRequest r;
+  r.keep = 0.5;
+  ASSERT_TRUE(s.state.values.empty());
+  D2oAllocator().allocate({}, s.env(r));
+  ASSERT_EQ(s.state.values.count(kD2oLayerF), 1u);
+  EXPECT_EQ(s.state.values.at(kD2oLayerF), F);
+  EXPECT_EQ(s.state.values.at(kD2oHeadCap), std::vector<double>(4, n));
+}
+
+// The official code min-max normalises the head variances within each layer before averaging:
+// with two KV heads per layer every layer's F is then ~0.5 and the budgets are uniform, while the
+// paper's raw variances give the flatter layer more.
+TEST(D2o, MinMaxDensityDiffersFromThePapers) {
+  const int L = 2, H = 4, Hkv = 2, D = 8, n = 80;
+  // Slot 0's key points along e0; layer 1's queries point there too (a sink: one heavy column,
+  // a large variance), layer 0's are small and nearly flat. Each KV head's queries have their
+  // own scale, so the heads of a layer differ.
+  auto key = [](int layer, int h, int pos, int d) { return pos == 0 && d == 0 ? 3.0f : noise(layer, h, pos, d); };
+  auto observe = [&](Synth& s) {
+    for (int layer = 0; layer < L; ++layer) {
+      std::vector<float> q(static_cast<size_t>(n) * H * D);
+      for (int t = 0; t < n; ++t)
+        for (int h = 0; h < H; ++h)
+          for (int d = 0; d < D; ++d) {
+            const float scale = 1.0f + (h / 2);
+            q[(static_cast<size_t>(t) * H + h) * D + d] =
+                layer == 0 ? noise(0, h, t, d) * 5.0f * scale : (d == 0 ? 2.0f * scale : 0.0f);
+          }
+      std::vector<int32_t> pos(static_cast<size_t>(n));
+      std::iota(pos.begin(), pos.end(), 0);
+      s.observe(layer, q, pos);
+    }
+  };
+  Synth s = Synth::make(L, H, Hkv, D, n, key, {.col_sum = true});
+  observe(s);
+  const auto Fp = d2o_layer_F(*s.stats, math::D2oDensity::Paper);
+  const auto Fm = d2o_layer_F(*s.stats, math::D2oDensity::OfficialMinMax);
+  ASSERT_LT(Fp[0], Fp[1]);  // layer 1's sink: more variance
+  EXPECT_NEAR(Fm[0], 0.5, 1e-3);
+  EXPECT_NEAR(Fm[1], 0.5, 1e-3);
+  CompressRequest r;
+  r.keep = 0.5;
+  Synth s2 = Synth::make(L, H, Hkv, D, n, key, {.col_sum = true});
+  observe(s2);
+  const Allocation paper = D2oAllocator(math::D2oDensity::Paper).allocate({}, s.env(r));
+  const Allocation minmax = D2oAllocator(math::D2oDensity::OfficialMinMax).allocate({}, s2.env(r));
+  EXPECT_EQ(minmax.budgets, (Budgets{40, 40, 40, 40}));
+  EXPECT_GT(paper.budgets[0], paper.budgets[2]);
+  EXPECT_EQ(paper.budgets[0] + paper.budgets[1] + paper.budgets[2] + paper.budgets[3], 160);
+  // The registry builds both (`--opt allocator=d2o --opt density=minmax`).
+  EXPECT_NO_THROW(make_press("snapkv", {{"allocator", "d2o"}, {"density", "minmax"}}));
+  EXPECT_THROW(make_press("snapkv", {{"allocator", "d2o"}, {"density", "other"}}), Error);
+}
+
+// T sinks + M recent + N heavy hitters, N:M = 3:1 of what the sinks leave.
+TEST(D2o, SelectorKeepsSinksRecentAndHeavyHitters) {
+  const int D = 8, n = 100;
+  Synth s = Synth::make(1, 1, 1, D, n, noise);
+  Scores sc = make_scores(*s.cache);
+  for (int i = 0; i < n; ++i) sc.s[0][static_cast<size_t>(i)] = static_cast<float>((i * 37) % 101);  // distinct
+  CompressRequest r;
+  r.max_tokens = 20;
+  r.sinks = 4;
+  const CacheEdit e = D2oSelector(0.25).select(sc, {20}, s.env(r));
+  const auto& keep = e.heads[0].keep;
+  ASSERT_EQ(keep.size(), 20u);
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(contains(keep, i));    // T = 4
+  for (int i = 96; i < 100; ++i) EXPECT_TRUE(contains(keep, i)); // M = 0.25 x 16 = 4
+  // N = 12 best of the rest
+  std::vector<int32_t> rest;
+  for (int i = 4; i < 96; ++i) rest.push_back(i);
+  std::sort(rest.begin(), rest.end(), [&](int a, int b) { return sc.s[0][a] > sc.s[0][b]; });
+  for (int k = 0; k < 12; ++k) EXPECT_TRUE(contains(keep, rest[k])) << rest[k];
+}
+
+// A hand-built head: 2-D keys, kept slots 0 = e0 and 1 = e1; evicted 2, 3 lie near e0, 4 near e1,
+// 5 is nearly orthogonal to both (dropped under the threshold).
+struct MergeCase {
+  KvLayout layout{1, 1, 2, DType::F32, 8};
+  AttnShape shape{1, 1, 2, 1.0f / std::sqrt(2.0f)};
+  PagePool pool{layout.page_bytes()};
+  KvCache cache{pool, layout};
+  ThreadPool threads{1};
+  PressState state;
+  std::vector<std::array<float, 2>> k, v;
+  MergeCase() {
+    k = {{1, 0}, {0, 1}, {std::cos(0.1f), std::sin(0.1f)}, {std::cos(0.3f), std::sin(0.3f)},
+         {std::cos(1.2f), std::sin(1.2f)}, {-1.0f, 0.05f}};
+    for (int i = 0; i < 6; ++i) v.push_back({static_cast<float>(i + 1), -10.0f * (i + 1)});
+    for (int i = 0; i < 6; ++i) {
+      const int32_t pos = i;
+      cache.append(0, 1, k[i].data(), v[i].data(), &pos);
+    }
+  }
+  CacheEdit edit() const {
+    CacheEdit e(layout);
+    e.heads[0].active = true;
+    e.heads[0].keep = {0, 1};
+    return e;
+  }
+};
+
+double cosine(const std::array<float, 2>& a, const std::array<float, 2>& b) {
+  return (a[0] * b[0] + a[1] * b[1]) / std::hypot(a[0], a[1]) / std::hypot(b[0], b[1]);
+}
+
+TEST(D2o, MergeFollowsEq12AndTheWeightedAverage) {
+  MergeCase m;
+  CacheEdit e = m.edit();
+  CompressRequest r;
+  r.max_tokens = 2;
+  PressEnv env{m.cache, m.shape, nullptr, m.threads, r, nullptr, &m.state};
+  D2oMerger(0.7, math::D2oMerge::PaperEq12).merge({}, env, e);
+  // Eq. 9: nearest kept pair and its cosine; Eq. 10 at t = 0: tau = mean of the four maxima.
+  const double u2 = cosine(m.k[2], m.k[0]), u3 = cosine(m.k[3], m.k[0]), u4 = cosine(m.k[4], m.k[1]);
+  const double u5 = std::max(cosine(m.k[5], m.k[0]), cosine(m.k[5], m.k[1]));
+  const double tau = (u2 + u3 + u4 + u5) / 4;
+  ASSERT_LT(u5, tau);
+  ASSERT_GT(u4, tau);
+  EXPECT_NEAR(m.state.values.at(kD2oTau)[0], tau, 1e-6);
+  EXPECT_EQ(m.state.values.at(kD2oTauSet)[0], 1.0);
+  // Eq. 12: w_c = e / (sum exp(u) + e), w_e = exp(u) / (sum exp(u) + e).
+  const double E = std::exp(1.0);
+  const double z0 = std::exp(u2) + std::exp(u3) + E, z1 = std::exp(u4) + E;
+  ASSERT_EQ(e.heads[0].writes.size(), 2u);
+  for (const RowWrite& w : e.heads[0].writes) {
+    std::array<double, 2> wk{}, wv{};
+    float mass = 0;
+    for (int d = 0; d < 2; ++d) {
+      if (w.slot == 0) {
+        wk[d] = (E * m.k[0][d] + std::exp(u2) * m.k[2][d] + std::exp(u3) * m.k[3][d]) / z0;
+        wv[d] = (E * m.v[0][d] + std::exp(u2) * m.v[2][d] + std::exp(u3) * m.v[3][d]) / z0;
+        mass = 3;
+      } else {
+        ASSERT_EQ(w.slot, 1);
+        wk[d] = (E * m.k[1][d] + std::exp(u4) * m.k[4][d]) / z1;
+        wv[d] = (E * m.v[1][d] + std::exp(u4) * m.v[4][d]) / z1;
+        mass = 2;
+      }
+      EXPECT_NEAR(w.k[d], wk[d], 1e-5) << "slot " << w.slot;
+      EXPECT_NEAR(w.v[d], wv[d], 1e-4) << "slot " << w.slot;
+    }
+    EXPECT_EQ(w.mass, mass);
+  }
+  // Applied, the kept rows hold the weighted averages.
+  ASSERT_TRUE(m.cache.apply(e));
+  std::vector<float> row(2);
+  m.cache.read_v(0, 0, 1, row.data());
+  EXPECT_NEAR(row[0], (E * 2 + std::exp(u4) * 5) / z1, 1e-5);
+  EXPECT_EQ(m.cache.head(0, 0).pos, (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(m.cache.head(0, 0).mass, (std::vector<float>{3, 2}));
+}
+
+// The official code's variant: k_c <- (k_c + sum u k_e) / (1 + c), the same threshold and nearest.
+TEST(D2o, OfficialScatterMeanDiffersFromEq12AsDefined) {
+  MergeCase m;
+  CacheEdit e = m.edit();
+  CompressRequest r;
+  r.max_tokens = 2;
+  PressEnv env{m.cache, m.shape, nullptr, m.threads, r, nullptr, &m.state};
+  D2oMerger(0.7, math::D2oMerge::OfficialScatterMean).merge({}, env, e);
+  const double u2 = cosine(m.k[2], m.k[0]), u3 = cosine(m.k[3], m.k[0]), u4 = cosine(m.k[4], m.k[1]);
+  MergeCase m2;
+  CacheEdit e2 = m2.edit();
+  PressEnv env2{m2.cache, m2.shape, nullptr, m2.threads, r, nullptr, &m2.state};
+  D2oMerger(0.7, math::D2oMerge::PaperEq12).merge({}, env2, e2);
+  ASSERT_EQ(e.heads[0].writes.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const RowWrite& w = e.heads[0].writes[i];
+    double diff = 0;
+    for (int d = 0; d < 2; ++d) {
+      const double want = w.slot == 0 ? (m.v[0][d] + u2 * m.v[2][d] + u3 * m.v[3][d]) / 3.0
+                                      : (m.v[1][d] + u4 * m.v[4][d]) / 2.0;
+      EXPECT_NEAR(w.v[d], want, 1e-4) << "slot " << w.slot;
+      diff += std::abs(w.v[d] - e2.heads[0].writes[i].v[d]);
+    }
+    EXPECT_GT(diff, 0.1) << "slot " << w.slot;  // tells the two apart
+  }
+}
+
+// Eq. 10 over a prefill compression and three decode steps: tau_0 = mean of the maxima, then
+// tau_t = beta max_t + (1 - beta) tau_{t-1}, one evicted pair per step (its max similarity
+// computed here by brute force on the keys before the step).
+TEST(D2o, ThresholdFollowsEq10OverThreeDecodeSteps) {
+  const int D = 4;
+  Synth s = Synth::make(1, 1, 1, D, 12, noise);
+  const double beta = 0.7;
+  // Oldest-first eviction (StreamingLLM's scores) so the evicted pair of each step is known.
+  Press p = compose("d2o_test", std::make_shared<StreamingScorer>(), std::make_shared<UniformAllocator>(), {},
+                    std::make_shared<D2oMerger>(beta));
+  auto keys = [&]() {
+    std::vector<std::vector<float>> k(static_cast<size_t>(s.cache->len(0, 0)), std::vector<float>(D));
+    for (size_t i = 0; i < k.size(); ++i) s.cache->read_k(0, 0, static_cast<int32_t>(i), k[i].data());
+    return k;
+  };
+  auto cos = [&](const std::vector<float>& a, const std::vector<float>& b) {
+    double ab = 0, aa = 0, bb = 0;
+    for (int d = 0; d < D; ++d) ab += a[d] * b[d], aa += a[d] * a[d], bb += b[d] * b[d];
+    return ab / std::sqrt(aa * bb);
+  };
+  // max over kept rows of the cosine with each evicted row, given kept/evicted slot sets.
+  auto max_sims = [&](const std::vector<std::vector<float>>& k, const std::vector<int>& kept, const std::vector<int>& ev) {
+    std::vector<double> m;
+    for (int i : ev) {
+      double best = -2;
+      for (int j : kept) best = std::max(best, cos(k[i], k[j]));
+      m.push_back(best);
+    }
+    return m;
+  };
+  CompressRequest r;
+  r.max_tokens = 8;
+  auto k0 = keys();
+  s.run(p, r);  // 12 -> 8: evicts slots 0..3 (oldest)
+  const auto m0 = max_sims(k0, {4, 5, 6, 7, 8, 9, 10, 11}, {0, 1, 2, 3});
+  double tau = (m0[0] + m0[1] + m0[2] + m0[3]) / 4;
+  EXPECT_NEAR(s.state.values.at(kD2oTau)[0], tau, 1e-6);
+  for (int step = 0; step < 3; ++step) {
+    std::vector<float> k(D), v(D, 0.5f);
+    for (int d = 0; d < D; ++d) k[d] = noise(3, step, 50 + step, d);
+    const int32_t pos = 12 + step;
+    ASSERT_TRUE(s.cache->append(0, 1, k.data(), v.data(), &pos));
+    const auto kb = keys();  // 9 slots; the oldest (slot 0) goes
+    s.run(p, r);
+    const auto m = max_sims(kb, {1, 2, 3, 4, 5, 6, 7, 8}, {0});
+    tau = beta * m[0] + (1 - beta) * tau;
+    EXPECT_NEAR(s.state.values.at(kD2oTau)[0], tau, 1e-6) << "step " << step;
+    EXPECT_EQ(s.cache->len(0, 0), 8);
+  }
+}
+
+// The d2o press end to end on a synthetic cache: decode-time trigger, sinks, the d2o allocator,
+// merging on by default and off with merge=false.
+TEST(D2o, PressIsRegisteredWithItsDefaults) {
+  const PressInfo& info = press_info("d2o");
+  EXPECT_EQ(info.default_sinks, 4);
+  EXPECT_EQ(info.default_allocator, "d2o");
+  EXPECT_EQ(info.default_trigger.kind, Trigger::Kind::EveryN);
+  Press p = make_press("d2o");
+  ASSERT_TRUE(p.merger);
+  EXPECT_EQ(p.allocator->name(), "d2o");
+  EXPECT_FALSE(make_press("d2o", {{"merge", "false"}}).merger);
+  EXPECT_EQ(make_press("d2o", {{"merge_weights", "official"}}).merger->name(), "d2o_merge_official");
+  EXPECT_THROW(make_press("d2o", {{"merge_weights", "mean"}}), Error);
+  EXPECT_THROW(make_press("d2o", {{"ema_beta", "1.5"}}), Error);
+  // Any scorer takes the d2o allocator.
+  EXPECT_EQ(make_press("h2o", {{"allocator", "d2o"}}).allocator->name(), "d2o");
+
+  Synth s = Synth::make(2, 4, 2, 8, 120, noise, p.needs().stats);
+  observe_all(s, 2, 4, 8, 120, 1.0f);
+  CompressRequest r;
+  r.keep = 0.25;
+  r.sinks = 4;
+  const auto res = s.run(p, r);
+  EXPECT_EQ(res.slots_after, 120u);  // 0.25 x 480
+  for (int layer = 0; layer < 2; ++layer)
+    for (int h = 0; h < 2; ++h)
+      for (int i = 0; i < 4; ++i) EXPECT_TRUE(contains(s.kept_positions(layer, h), i));
+  // Merging happened somewhere (rows carrying more than one token).
+  bool merged = false;
+  for (int layer = 0; layer < 2; ++layer)
+    for (int h = 0; h < 2; ++h)
+      for (float m : s.cache->head(layer, h).mass) merged |= m > 1.0f;
+  EXPECT_TRUE(merged);
+}
+
+}  // namespace
+}  // namespace kvs

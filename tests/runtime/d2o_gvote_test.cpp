@@ -1,0 +1,187 @@
+// D2O and GVote on real models: GVote's synthetic-query projection equals the engine's query for a
+// real hidden state, GVote compresses through the pipeline with no keep ratio (reports the keep it
+// chose; p_nuc = 1 keeps everything; reproducible by seed), D2O holds the budget while generating
+// hundreds of tokens (merging as it goes, its thresholds in the sequence's state), and both save
+// and load through .kvc files with their state.
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "core/error.h"
+#include "press/methods/d2o.h"
+#include "press/methods/gvote.h"
+#include "press/registry.h"
+#include "runtime/engine_probe.h"
+#include "runtime/session.h"
+#include "test_util.h"
+
+namespace kvs {
+namespace {
+
+const char* kStory =
+    "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day, she "
+    "saw a big, red ball. She wanted to play with it, but it was too high. Lily asked her mom to help her. Her mom "
+    "said, \"Let's go to the park and play with the ball.\" Lily was very happy.";
+
+std::string testbed_model() { return std::string(KVS_SOURCE_DIR) + "/testbed/models/v7s1/model-f16.gguf"; }
+
+CompressionSpec spec_for(const std::string& press, std::optional<double> keep, ParamMap opts = {}, uint64_t seed = 0) {
+  SpecArgs a;
+  a.press = press;
+  a.options = std::move(opts);
+  a.keep = keep;
+  a.seed = seed;
+  return make_compression_spec(a);
+}
+
+// Records, for every layer, the hidden state entering it and the query of the batch's last row.
+struct LastRowObserver : LayerObserver {
+  int n_embd = 0, qdim = 0;
+  std::vector<std::vector<float>> hidden, q;
+  std::vector<int32_t> pos;
+  void on_layer(const LayerView& v) override {
+    if (hidden.size() <= static_cast<size_t>(v.layer)) hidden.resize(v.layer + 1), q.resize(v.layer + 1), pos.resize(v.layer + 1);
+    const int t = v.n_tok - 1;
+    hidden[v.layer].assign(v.hidden + static_cast<size_t>(t) * n_embd, v.hidden + static_cast<size_t>(t + 1) * n_embd);
+    q[v.layer].assign(v.q + static_cast<size_t>(t) * qdim, v.q + static_cast<size_t>(t + 1) * qdim);
+    pos[v.layer] = v.pos[t];
+  }
+};
+
+void check_projection(const std::string& model_path) {
+  auto model = Model::load(model_path);
+  Engine e(*model, {});
+  const auto ids = model->tokenizer->encode(kStory, true, false);
+  EngineProbe probe(e, ids);
+  const ProbeDims d = probe.dims();
+  LastRowObserver obs;
+  obs.n_embd = d.n_embd;
+  obs.qdim = d.n_head * d.head_dim;
+  auto cache = e.new_cache();
+  e.forward(*cache, ids, Logits::None, &obs);
+  ASSERT_EQ(obs.hidden.size(), static_cast<size_t>(d.n_layer));
+  for (int layer = 0; layer < d.n_layer; ++layer) {
+    // RoPE "averaged" over the one position the real query had: the engine's own query.
+    const auto q = gvote_project(probe, layer, obs.hidden[layer].data(), 1, obs.pos[layer], 1);
+    ASSERT_EQ(q.size(), obs.q[layer].size());
+    for (size_t i = 0; i < q.size(); ++i) EXPECT_NEAR(q[i], obs.q[layer][i], 1e-4f * (1 + std::abs(obs.q[layer][i]))) << layer;
+  }
+}
+
+TEST(GVoteModel, SyntheticQueryProjectionEqualsTheEnginesQuery) {
+  check_projection(test::stories_gguf());
+  check_projection(testbed_model());  // GQA (8 query heads, 4 KV heads), rotate-half RoPE
+}
+
+TEST(GVoteModel, CompressesWithNoKeepRatioAndReportsItsChoice) {
+  auto model = Model::load(test::stories_gguf());
+  Engine e(*model, {});
+  const auto ids = model->tokenizer->encode(kStory, true, false);
+  CompressedContext c(e, spec_for("gvote", std::nullopt));
+  c.prefill(ids);
+  ASSERT_TRUE(c.keep_chosen().has_value());
+  const double chosen = *c.keep_chosen();
+  EXPECT_GT(chosen, 0.0);
+  EXPECT_LT(chosen, 1.0);
+  EXPECT_NEAR(c.keep_measured(), chosen, 1e-12);
+  // Heads keep different numbers of tokens (per-head unions).
+  const KvLayout& l = e.kv_layout();
+  int32_t lo = INT32_MAX, hi = 0;
+  for (int i = 0; i < l.n_heads_total(); ++i) {
+    lo = std::min(lo, c.cache().len(i / l.n_head_kv, i % l.n_head_kv));
+    hi = std::max(hi, c.cache().len(i / l.n_head_kv, i % l.n_head_kv));
+  }
+  EXPECT_LT(lo, hi);
+  // Reproducible from the seed.
+  CompressedContext c2(e, spec_for("gvote", std::nullopt));
+  c2.prefill(ids);
+  for (int i = 0; i < l.n_heads_total(); ++i)
+    EXPECT_EQ(c.cache().head(i / l.n_head_kv, i % l.n_head_kv).pos, c2.cache().head(i / l.n_head_kv, i % l.n_head_kv).pos);
+  // p_nuc = 1: every query votes for every key.
+  CompressedContext all(e, spec_for("gvote", std::nullopt, {{"p_nuc", "1"}}));
+  all.prefill(ids);
+  EXPECT_EQ(all.cache().total_slots(), all.full_slots());
+  EXPECT_DOUBLE_EQ(*all.keep_chosen(), 1.0);
+  // More samples vote for at least as many keys with the same seed (the first 8 samples are the same).
+  CompressedContext more(e, spec_for("gvote", std::nullopt, {{"samples", "32"}}));
+  more.prefill(ids);
+  EXPECT_GE(*more.keep_chosen(), chosen);
+  // A keep ratio is refused: GVote chooses its own.
+  EXPECT_THROW(spec_for("gvote", 0.5), Error);
+  // Answers on the compressed context.
+  AnswerOptions ao;
+  ao.max_new_tokens = 8;
+  ao.stop_at_eog = false;
+  EXPECT_EQ(c.ask(model->tokenizer->encode(" She", false, false), ao).tokens.size(), 8u);
+}
+
+// Long generation with decode-time eviction: D2O evicts (and merges) at every step, holding the
+// total at the budget (the layers' shares fixed at prefill) however many tokens are generated.
+TEST(D2oModel, LongGenerationStaysAtTheBudget) {
+  auto model = Model::load(testbed_model());
+  Engine e(*model, {});
+  const auto ids = model->tokenizer->encode(
+      std::string(kStory) + " " + kStory + " " + kStory + " The next day, Lily and her mom went back to the park.", true,
+      false);
+  ASSERT_GT(ids.size(), 150u);
+  CompressionSpec spec = spec_for("d2o", 0.25);
+  Sequence seq;
+  seq.cache = e.new_cache();
+  seq.stats = e.new_stats(spec.press.needs().stats);
+  auto logits = e.forward(*seq.cache, ids, Logits::Last, seq.stats.get());
+  EngineProbe probe(e, ids);
+  const int32_t budget = static_cast<int32_t>(std::lround(0.25 * static_cast<double>(ids.size())));
+  const KvLayout& l = e.kv_layout();
+  const size_t cap = static_cast<size_t>(budget) * l.n_heads_total();
+  const auto first = evict_to_budget(e, seq, spec, budget, &probe);
+  EXPECT_EQ(first.slots_after, cap);
+  ASSERT_EQ(seq.state.values.count(kD2oLayerF), 1u);
+  const auto F = seq.state.values.at(kD2oLayerF);
+  std::vector<int32_t> lens;
+  for (int i = 0; i < l.n_heads_total(); ++i) lens.push_back(seq.cache->len(i / l.n_head_kv, i % l.n_head_kv));
+  const size_t V = static_cast<size_t>(model->hp.n_vocab);
+  for (int step = 0; step < 400; ++step) {
+    const int32_t next = static_cast<int32_t>(std::max_element(logits.end() - V, logits.end()) - (logits.end() - V));
+    logits = e.forward(*seq.cache, std::span<const int32_t>(&next, 1), Logits::Last, seq.stats.get());
+    evict_to_budget(e, seq, spec, budget, &probe);
+    ASSERT_EQ(seq.cache->total_slots(), cap) << "step " << step;
+  }
+  // Layer sizes as at prefill; F unchanged; the thresholds exist for every head.
+  for (int i = 0; i < l.n_heads_total(); ++i) EXPECT_EQ(seq.cache->len(i / l.n_head_kv, i % l.n_head_kv), lens[i]);
+  EXPECT_EQ(seq.state.values.at(kD2oLayerF), F);
+  const auto& set = seq.state.values.at(kD2oTauSet);
+  EXPECT_EQ(std::accumulate(set.begin(), set.end(), 0.0), static_cast<double>(l.n_heads_total()));
+  // Merged rows carry more than one token.
+  double mass = 0;
+  for (int i = 0; i < l.n_heads_total(); ++i)
+    for (float m : seq.cache->head(i / l.n_head_kv, i % l.n_head_kv).mass) mass = std::max<double>(mass, m);
+  EXPECT_GT(mass, 1.0);
+}
+
+// The session path (what `generate` and `eval` use): the answer is generated in constant memory.
+TEST(D2oModel, AskEvictsWhileDecoding) {
+  auto model = Model::load(testbed_model());
+  Engine e(*model, {});
+  const auto ids = model->tokenizer->encode(std::string(kStory) + " " + kStory, true, false);
+  for (const char* merge : {"true", "false"}) {
+    SCOPED_TRACE(merge);
+    CompressedContext c(e, spec_for("d2o", 0.3, {{"merge", merge}}));
+    c.prefill(ids);
+    EXPECT_NEAR(c.keep_measured(), 0.3, 0.01);
+    const size_t kept_slots = c.cache().total_slots();
+    AnswerOptions ao;
+    ao.max_new_tokens = 200;
+    ao.stop_at_eog = false;
+    const auto q = model->tokenizer->encode(" She", false, false);
+    Answer a = c.ask(q, ao);
+    EXPECT_EQ(a.tokens.size(), 200u);
+    const size_t heads = static_cast<size_t>(e.kv_layout().n_heads_total());
+    EXPECT_EQ(a.decode_budget, std::lround(static_cast<double>(kept_slots + q.size() * heads) / heads));
+    // Without eviction the fork would hold 200 more tokens per head.
+    EXPECT_LE(a.kv_bytes_end, c.cache().bytes_held() + 2 * e.kv_layout().page_bytes() * e.kv_layout().n_heads_total());
+    EXPECT_EQ(c.press_state().values.count(kD2oTau), std::string(merge) == "true" ? 1u : 0u);
+  }
+}
+
+}  // namespace
+}  // namespace kvs
