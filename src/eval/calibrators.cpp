@@ -1,6 +1,8 @@
 #include "eval/calibrators.h"
 
 #include "core/error.h"
+#include "eval/calibrate_kvzip.h"
+#include "eval/calibrate_quality.h"
 
 namespace kvs::eval {
 
@@ -8,6 +10,8 @@ namespace {
 std::vector<CalibratorInfo> build() {
   std::vector<CalibratorInfo> v;
   // Seed methods add one line each: v.push_back(<paper>_calibrator());
+  v.push_back(kvzip_calibrator());
+  v.push_back(quality_calibrator());
   return v;
 }
 }  // namespace

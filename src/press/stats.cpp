@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/timer.h"
+#include "kernels/ops.h"
 #include "kvcache/attention_probs.h"
 
 namespace kvs {
@@ -22,6 +23,12 @@ StatsRequest& StatsRequest::operator|=(const StatsRequest& o) {
     query_gram = o.query_gram;
   }
   hidden_moments |= o.hidden_moments;
+  if (o.chunk_attention > 0) {
+    if (chunk_attention > 0 && chunk_attention != o.chunk_attention)
+      fail("two presses ask for chunked attention with different chunk sizes ({} and {}); one prefill cannot collect both",
+           chunk_attention, o.chunk_attention);
+    chunk_attention = o.chunk_attention;
+  }
   return *this;
 }
 
@@ -29,7 +36,8 @@ bool StatsRequest::covers(const StatsRequest& need) const {
   return (col_sum || !need.col_sum) && (col_max || !need.col_max) && window >= need.window &&
          (pre_rope_keys || !need.pre_rope_keys) &&
          (need.query_gram == QueryGram::Off || need.query_gram == query_gram) &&
-         (hidden_moments || !need.hidden_moments);
+         (hidden_moments || !need.hidden_moments) &&
+         (need.chunk_attention == 0 || need.chunk_attention == chunk_attention);
 }
 
 StatsCollector::StatsCollector(const KvLayout& layout, const AttnShape& shape, int n_embd, const StatsRequest& req,
@@ -43,7 +51,9 @@ StatsCollector::StatsCollector(const KvLayout& layout, const AttnShape& shape, i
       windows_(static_cast<size_t>(layout.n_layer)),
       n_queries_(static_cast<size_t>(layout.n_layer), 0),
       hmean_(static_cast<size_t>(layout.n_layer)),
-      hm2_(static_cast<size_t>(layout.n_layer)) {
+      hm2_(static_cast<size_t>(layout.n_layer)),
+      chunks_(static_cast<size_t>(layout.n_layer)) {
+  if (req.chunk_attention < 0) fail("chunked attention: chunk size {} (expected > 0, or 0 for none)", req.chunk_attention);
   if (req.query_gram != QueryGram::Off) {
     const size_t D = static_cast<size_t>(shape.head_dim);
     grams_.resize(static_cast<size_t>(layout.n_layer) * shape.n_head);
@@ -62,7 +72,10 @@ std::unique_ptr<StatsCollector> StatsCollector::clone_subset(const StatsRequest&
     if (!req.col_sum) h.col_sum = {};
     if (!req.col_max) h.col_max = {};
     if (!req.pre_rope_keys) h.k_pre = {};
+    if (req.chunk_attention == 0) h.chunk_attn = {};
   }
+  if (req.chunk_attention == 0)
+    for (auto& b : c->chunks_) b = {};
   for (auto& w : c->windows_) {
     const int drop = std::max(0, w.size() - req.window);
     w.pos.erase(w.pos.begin(), w.pos.begin() + drop);
@@ -117,6 +130,7 @@ void StatsCollector::collect(const LayerView& v) {
     const size_t len = static_cast<size_t>(c.len(v.layer, kvh));
     if (req_.col_sum) h.col_sum.resize(len, 0.0f);
     if (req_.col_max) h.col_max.resize(len, 0.0f);
+    if (req_.chunk_attention > 0) h.chunk_attn.resize(len, 0.0f);
     if (req_.pre_rope_keys) {
       // The batch's tokens are the last n_tok slots of every head (just appended).
       const size_t old = h.k_pre.size() / D;
@@ -159,6 +173,92 @@ void StatsCollector::collect(const LayerView& v) {
     }
   }
   if (req_.col_sum || req_.col_max) collect_attention(v);
+  if (req_.chunk_attention > 0) collect_chunks(v);
+}
+
+void StatsCollector::collect_chunks(const LayerView& v) {
+  const int C = req_.chunk_attention, H = shape_.n_head, D = shape_.head_dim;
+  const size_t row = static_cast<size_t>(H) * D;
+  ChunkBuffer& b = chunks_[static_cast<size_t>(v.layer)];
+  std::vector<std::vector<float>*> acc(static_cast<size_t>(layout_.n_head_kv));
+  for (int kvh = 0; kvh < layout_.n_head_kv; ++kvh) acc[static_cast<size_t>(kvh)] = &heads_[idx(v.layer, kvh)].chunk_attn;
+  auto flush = [&] {
+    chunk_scores(*v.cache, v.layer, b, acc);
+    b.q.clear();
+    b.pos.clear();
+  };
+  for (int t = 0; t < v.n_tok; ++t) {
+    // A query of a later chunk: the buffered chunk is complete and its keys are all in the cache
+    // (this batch's keys are appended before observers run).
+    if (!b.pos.empty() && v.pos[t] / C != b.pos.front() / C) flush();
+    b.q.insert(b.q.end(), v.q + static_cast<size_t>(t) * row, v.q + static_cast<size_t>(t + 1) * row);
+    b.pos.push_back(v.pos[t]);
+  }
+  if (!b.pos.empty() && (b.pos.back() + 1) % C == 0) flush();  // the chunk's last position was seen
+}
+
+void StatsCollector::chunk_scores(const KvCache& c, int layer, const ChunkBuffer& buf,
+                                  std::vector<std::vector<float>*>& out) const {
+  if (buf.pos.empty()) return;
+  const int C = req_.chunk_attention, H = shape_.n_head, Hkv = shape_.n_head_kv, D = shape_.head_dim, G = H / Hkv;
+  const int nq = static_cast<int>(buf.pos.size());
+  const int32_t lo = buf.pos.front() / C * C, hi = lo + C;
+  struct Range {
+    int32_t s0 = 0, m = 0;
+  };
+  std::vector<Range> r(static_cast<size_t>(Hkv));
+  for (int kvh = 0; kvh < Hkv; ++kvh) {
+    const auto& pos = c.head(layer, kvh).pos;
+    const auto b = std::lower_bound(pos.begin(), pos.end(), lo), e = std::lower_bound(pos.begin(), pos.end(), hi);
+    r[static_cast<size_t>(kvh)] = {static_cast<int32_t>(b - pos.begin()), static_cast<int32_t>(e - b)};
+  }
+  // One task per query head: its column sums [m] (averaged over the group afterwards).
+  std::vector<std::vector<float>> part(static_cast<size_t>(H));
+  pool_->parallel_for(H, [&](int64_t b, int64_t e) {
+    std::vector<float> K, S;
+    for (int64_t qh = b; qh < e; ++qh) {
+      const int kvh = static_cast<int>(qh) / G;
+      const Range rg = r[static_cast<size_t>(kvh)];
+      if (rg.m == 0) continue;
+      K.resize(static_cast<size_t>(rg.m) * D);  // [m][D] the chunk's keys of this KV head
+      c.gather(layer, kvh, rg.s0, rg.s0 + rg.m, K.data(), nullptr);
+      S.resize(static_cast<size_t>(nq) * rg.m);  // [nq][m] logits, then probabilities
+      // Eq. 5 has no 1/sqrt(d) (both official implementations use none either): scale 1.
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, rg.m, D, 1.0f, buf.q.data() + qh * D, H * D, K.data(),
+                  D, 0.0f, S.data(), rg.m);
+      std::vector<float>& acc = part[static_cast<size_t>(qh)];
+      acc.assign(static_cast<size_t>(rg.m), 0.0f);
+      for (int i = 0; i < nq; ++i) {
+        float* row = S.data() + static_cast<size_t>(i) * rg.m;
+        kernels::softmax(row, rg.m);
+        kernels::add_f32(acc.data(), row, rg.m);
+      }
+    }
+  });
+  const float inv_g = 1.0f / static_cast<float>(G);
+  for (int qh = 0; qh < H; ++qh) {
+    const int kvh = qh / G;
+    const Range rg = r[static_cast<size_t>(kvh)];
+    std::vector<float>& o = *out[static_cast<size_t>(kvh)];
+    if (rg.m == 0) continue;
+    KVS_ASSERT(o.size() >= static_cast<size_t>(rg.s0 + rg.m));
+    const std::vector<float>& p = part[static_cast<size_t>(qh)];
+    for (int32_t j = 0; j < rg.m; ++j) o[static_cast<size_t>(rg.s0 + j)] += p[static_cast<size_t>(j)] * inv_g;
+  }
+}
+
+std::vector<std::vector<float>> StatsCollector::chunk_attention(const KvCache& cache, int layer) const {
+  const int Hkv = layout_.n_head_kv;
+  std::vector<std::vector<float>> a(static_cast<size_t>(Hkv));
+  if (req_.chunk_attention == 0) return a;
+  std::vector<std::vector<float>*> ptr(static_cast<size_t>(Hkv));
+  for (int kvh = 0; kvh < Hkv; ++kvh) {
+    a[static_cast<size_t>(kvh)] = heads_[idx(layer, kvh)].chunk_attn;
+    a[static_cast<size_t>(kvh)].resize(static_cast<size_t>(cache.len(layer, kvh)), 0.0f);
+    ptr[static_cast<size_t>(kvh)] = &a[static_cast<size_t>(kvh)];
+  }
+  chunk_scores(cache, layer, chunks_[static_cast<size_t>(layer)], ptr);
+  return a;
 }
 
 void StatsCollector::collect_grams(const LayerView& v) {
@@ -246,6 +346,7 @@ void StatsCollector::apply_edit(const CacheEdit& edit) {
     remap(h.col_sum, 1);
     remap(h.col_max, 1);
     remap(h.k_pre, static_cast<size_t>(D));
+    remap(h.chunk_attn, 1);
   }
 }
 

@@ -9,7 +9,13 @@
 //    their attention is computed against the cache when scoring), running mean and second moment
 //    of the hidden state entering the layer (GVote);
 //  - per (layer, query head): the Gram matrix sum q q^T, sum q and count of the queries
-//    (UNComp's matrix entropy: the covariance, never the queries themselves).
+//    (UNComp's matrix entropy: the covariance, never the queries themselves);
+//  - per (layer, KV head) and cache slot: NON-causal chunked attention (Compactor, Eq. 5): positions
+//    are cut into chunks of C; once a chunk's last query has been seen (its keys are then all in
+//    the cache), the softmax of each of its queries over the chunk's keys alone (unscaled logits)
+//    is summed per key and averaged over the query heads of the group. Only the current chunk's
+//    queries are buffered per layer ([<= C][n_head][head_dim]); the last, partial chunk is added
+//    when the statistic is read (chunk_attention()), without changing the collector.
 // Per-slot arrays follow the cache: call apply_edit() with every edit applied to it.
 // Probabilities are recomputed tile by tile from each query's log-sum-exp
 // (kvcache/attention_probs.h), never stored as a matrix.
@@ -34,6 +40,7 @@ struct StatsRequest {
   bool pre_rope_keys = false;  // keep pre-RoPE keys of every observed token
   QueryGram query_gram = QueryGram::Off;  // Gram matrix of each query head's queries
   bool hidden_moments = false; // running mean and second moment of the hidden state entering each layer
+  int chunk_attention = 0;     // C > 0: non-causal attention within chunks of C positions (Compactor)
 
   bool any() const { return *this != StatsRequest{}; }
   bool operator==(const StatsRequest&) const = default;
@@ -97,14 +104,34 @@ class StatsCollector : public LayerObserver {
   };
   const Window& window(int layer) const { return windows_[static_cast<size_t>(layer)]; }
 
+  // Non-causal chunked attention of `layer` (chunk_attention = C): a[kvh][slot], the attention each
+  // slot received from the queries of its own chunk of C positions (softmax over that chunk's keys
+  // held in the cache, logits q.k unscaled), summed over those queries and averaged over the
+  // query heads of the group. Completed chunks come from the per-slot array; the chunk still
+  // being filled (the last, shorter one) is computed here from its buffered queries, as a chunk
+  // on its own, against `cache` (the cache this collector follows). Empty vectors if not requested.
+  std::vector<std::vector<float>> chunk_attention(const KvCache& cache, int layer) const;
+  // Number of queries buffered for the chunk still being filled (at most C).
+  int chunk_pending(int layer) const { return static_cast<int>(chunks_[static_cast<size_t>(layer)].pos.size()); }
+
  private:
   struct Head {
     std::vector<float> col_sum, col_max, k_pre;
+    std::vector<float> chunk_attn;  // [len] non-causal chunk attention of completed chunks
+  };
+  // The queries of one layer's chunk still being filled (chunk_attention).
+  struct ChunkBuffer {
+    std::vector<float> q;      // [n][n_head][head_dim] post-RoPE
+    std::vector<int32_t> pos;  // [n]
   };
   size_t idx(int layer, int kvh) const { return static_cast<size_t>(layer * layout_.n_head_kv + kvh); }
   void collect(const LayerView& v);
   void collect_attention(const LayerView& v);
   void collect_grams(const LayerView& v);
+  void collect_chunks(const LayerView& v);
+  // Adds the non-causal attention of `buf`'s queries over the slots of `layer` whose positions lie
+  // in their chunk ([c C, (c + 1) C), c = buf.pos[0] / C) to out[kvh][slot] (sized like the heads).
+  void chunk_scores(const KvCache& c, int layer, const ChunkBuffer& buf, std::vector<std::vector<float>*>& out) const;
 
   KvLayout layout_;
   AttnShape shape_;
@@ -116,6 +143,7 @@ class StatsCollector : public LayerObserver {
   std::vector<int64_t> n_queries_;           // [n_layer]
   std::vector<Gram> grams_;                  // [n_layer * n_head] (query_gram only)
   std::vector<std::vector<double>> hmean_, hm2_;  // [n_layer][n_embd]
+  std::vector<ChunkBuffer> chunks_;          // [n_layer] (chunk_attention only)
   double seconds_ = 0;
 };
 

@@ -1,13 +1,17 @@
 #include "runtime/compression_spec.h"
 
 #include "core/error.h"
+#include "press/budget/calibrated.h"
 
 namespace kvs {
 
 CompressionSpec make_compression_spec(const SpecArgs& a) {
   const PressInfo& info = press_info(a.press);
   CompressionSpec s;
-  s.press = make_press(a.press, a.options);
+  // A quality target (--quality, or allocator=quality) wraps the press's allocator in the calibrated
+  // one (press/budget/calibrated.h), which picks the keep ratio from the model's fit.
+  s.press = wants_quality(a.options, a.quality) ? make_calibrated_press(a.press, a.options, a.quality)
+                                                 : make_press(a.press, a.options);
   if (a.budget < 0) fail("token budget must be >= 0, got {}", a.budget);
   if (a.sinks < -1 || a.sinks > (1 << 30)) fail("sinks must be >= 0, got {}", a.sinks);
   if (a.window < -1 || a.window > (1 << 30)) fail("window must be >= 0, got {}", a.window);

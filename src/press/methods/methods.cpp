@@ -2,6 +2,8 @@
 
 #include "press/methods/d2o.h"
 #include "press/methods/gvote.h"
+#include "press/methods/kvzip.h"
+#include "press/methods/compactor.h"
 
 namespace kvs {
 
@@ -11,11 +13,15 @@ namespace kvs {
 void add_method_presses(std::vector<PressInfo>& presses) {
   add_d2o_presses(presses);
   add_gvote_presses(presses);
+  add_kvzip_presses(presses);
+  add_compactor_presses(presses);
 }
 
 void add_method_allocators(std::vector<AllocatorInfo>& allocators) {
   add_d2o_allocators(allocators);
   add_gvote_allocators(allocators);
+  add_kvzip_allocators(allocators);
+  add_compactor_allocators(allocators);
 }
 
 }  // namespace kvs
