@@ -14,7 +14,9 @@
 // the old output or the new one, never a mix, and no file of the old output survives.
 //
 // Temporaries left by killed runs (the name above, owner pid no longer running) are removed
-// whenever kvshrink next writes into that directory.
+// whenever kvshrink next writes into that directory. (The pid is checked on this machine: writers
+// on other hosts or pid namespaces sharing the directory are not told apart; a temporary removed
+// under a live writer makes that writer fail cleanly at its rename, never a mixed output.)
 //
 //   AtomicOutput f("model.gguf");  f.write(p, n);  f.commit();
 //   write_file_atomic("doc.kvc", bytes.data(), bytes.size());

@@ -143,7 +143,7 @@ std::vector<int64_t> ne_of(const TensorView& t) { return std::vector<int64_t>(t.
 
 void export_gguf(const Model& m, const std::string& path, DType type) {
   if (!kernels::dtype_computable(type)) fail("cannot write weights as {}", dtype_name(type));
-  check_output_file(path, path);
+  check_output_file(path, "GGUF output");  // before the weights are converted
   GgufWriter w;
   write_hparams_gguf(w, m.hp, m.name);
   write_vocab_gguf(w, m.tokenizer->spec());

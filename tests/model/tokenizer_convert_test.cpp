@@ -3,6 +3,7 @@
 // with Qwen2's pre-tokenizer get its NFC normalizer; absent BOS survives.
 #include <nlohmann/json.hpp>
 
+#include "core/atomic_output.h"
 #include "model/export.h"
 #include "model/gguf/gguf_writer.h"
 #include "model/tokenizer/hf_export.h"
@@ -176,6 +177,61 @@ TEST(TokConvert, SentencePieceGgufToTokenizerJson) {
   auto g = gguf_of(from_json);
   auto gg = Tokenizer::create(vocab_from_gguf(*g.file));
   expect_same_tokens(orig, *gg);
+}
+
+// A SentencePiece unigram tokenizer.model with remove_extra_whitespaces: through GGUF (kvshrink's
+// unigram flag and normalizer key) and back to a HF folder (tokenizer.model only: tokenizer.json
+// cannot hold a unigram model).
+TEST(TokConvert, UnigramTokenizerModelThroughGgufAndBack) {
+  const std::string sp = "\xE2\x96\x81";
+  test::Pb m;
+  auto piece = [&](const std::string& p, float score, int type) {
+    test::Pb x;
+    x.str(1, p).f32(2, score);
+    if (type != 1) x.u(3, type);
+    m.msg(1, x);
+  };
+  piece("<unk>", 0, 2);
+  piece("<s>", 0, 3);
+  piece("</s>", 0, 3);
+  for (int b = 0; b < 256; ++b) piece(fmt::format("<0x{:02X}>", b), 0, 6);
+  for (const auto& [p, sc] : std::vector<std::pair<std::string, float>>{
+           {sp, -2}, {"h", -2}, {"e", -2}, {"l", -2}, {"o", -2}, {sp + "h", -2}, {"ll", -3}, {sp + "he", -3},
+           {"llo", -5}, {sp + "hello", -6}, {"w", -2}, {sp + "w", -2}, {"r", -2}, {"d", -2}, {"or", -3}, {"ld", -3}})
+    piece(p, sc, 1);
+  test::Pb tr;
+  tr.u(3, 1).u(35, 1).u(40, 0).u(41, 1).u(42, 2).u(43, static_cast<uint64_t>(int64_t{-1}));
+  m.msg(2, tr);
+  test::Pb ns;
+  ns.str(1, "identity").u(3, 1).u(4, 1);
+  m.msg(3, ns);
+  const std::string src = test::temp_dir("unigram_src");
+  test::write_file(src + "/tokenizer.model", m.buf);
+  auto orig = Tokenizer::create(vocab_from_hf_dir(src));
+  ASSERT_TRUE(orig->spec().unigram);
+  ASSERT_TRUE(orig->spec().remove_extra_whitespaces);
+  const std::string text = "  hello   world  hell ";
+  EXPECT_EQ(orig->decode(orig->encode(text), true), "hello world hell");
+
+  auto g = gguf_of(orig->spec());
+  EXPECT_TRUE(g.file->get_bool_opt(kGgufUnigramKey).value_or(false));
+  auto gg = Tokenizer::create(vocab_from_gguf(*g.file));
+  EXPECT_TRUE(gg->spec().unigram);
+  EXPECT_TRUE(gg->spec().remove_extra_whitespaces);
+  EXPECT_EQ(gg->spec().normalizer_note, "");
+  EXPECT_EQ(gg->encode(text), orig->encode(text));
+  expect_same_tokens(*orig, *gg);
+
+  const std::string out = test::temp_dir("unigram_out") + "/hf";
+  {
+    AtomicDir d(out);
+    write_hf_tokenizer_files(d, gg->spec());
+    d.commit();
+  }
+  EXPECT_FALSE(std::filesystem::exists(out + "/tokenizer.json"));
+  auto back = Tokenizer::create(vocab_from_hf_dir(out));
+  EXPECT_TRUE(back->spec().unigram);
+  expect_same_tokens(*orig, *back);
 }
 
 TEST(TokConvert, NormalizerJsonRoundTrip) {

@@ -72,16 +72,30 @@ VocabSpec vocab_from_gguf(const GgufFile& f) {
   if (auto v = f.get_str_opt("tokenizer.chat_template")) s.chat_template = *v;
   // Normalizer: GGUF has no key for it. kvshrink stores the steps tokenizer.ggml.* cannot express;
   // files from elsewhere get the one their pre-tokenizer's HF tokenizer.json has (Qwen2/3: NFC).
-  if (auto text = f.get_str_opt(kGgufNormalizerKey)) {
-    s.base_normalizers = tok::normalizer_from_json_text(*text, f.path() + ": " + kGgufNormalizerKey);
-    if (!s.base_normalizers.empty())
-      s.normalizer_note = fmt::format("{}, from {}", describe_normalizers(s.base_normalizers), kGgufNormalizerKey);
+  const auto stored = f.get_str_opt(kGgufNormalizerKey);
+  if (stored) {
+    s.base_normalizers = tok::normalizer_from_json_text(*stored, f.path() + ": " + kGgufNormalizerKey);
   } else if (s.kind == TokenizerKind::BPE && s.pre == "qwen2") {
     s.base_normalizers.push_back({NormalizerStep::Kind::NFC, "", false, ""});
     s.normalizer_note = "NFC, implied by tokenizer.ggml.pre 'qwen2' (Qwen2/Qwen3's tokenizer.json normalizes to NFC; "
                         "llama.cpp does not)";
   }
-  if (s.kind == TokenizerKind::SPM) s.unigram = f.get_bool_opt(kGgufUnigramKey).value_or(false);
+  if (s.kind == TokenizerKind::SPM) {
+    s.unigram = f.get_bool_opt(kGgufUnigramKey).value_or(false);
+    // SentencePiece's remove_extra_whitespaces is stored as two regex Replace steps (see
+    // normalizer_json_text); back as the option, it reaches tokenizer.model again on export.
+    auto& b = s.base_normalizers;
+    auto is = [](const NormalizerStep& st, const char* pat, const char* to) {
+      return st.kind == NormalizerStep::Kind::Replace && st.regex && st.pattern == pat && st.content == to;
+    };
+    const size_t nb = b.size();
+    if (nb >= 2 && is(b[nb - 2], R"(\A +| +\z)", "") && is(b[nb - 1], " {2,}", " ")) {
+      b.resize(nb - 2);  // the derived pipeline applies it after the base steps, as before
+      s.remove_extra_whitespaces = true;
+    }
+  }
+  if (stored && !s.base_normalizers.empty())
+    s.normalizer_note = fmt::format("{}, from {}", describe_normalizers(s.base_normalizers), kGgufNormalizerKey);
   return s;
 }
 

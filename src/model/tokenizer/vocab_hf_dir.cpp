@@ -167,6 +167,7 @@ VocabSpec vocab_from_hf_dir(const std::string& dir) {
       const json& v = it->is_array() && !it->empty() ? (*it)[0] : *it;
       if (!v.is_number_integer()) fail("{}: field '{}': expected an integer token id (or a list of them)", cj, key);
       const int64_t id = v.get<int64_t>();
+      if (id == -1) return -1;  // "none", as older configs (and kvshrink before null) write it
       if (id < 0 || id >= static_cast<int64_t>(s.tokens.size()))
         fail("{}: field '{}': id {} is out of range ({} tokens)", cj, key, id, s.tokens.size());
       return static_cast<int32_t>(id);
