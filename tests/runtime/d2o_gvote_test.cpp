@@ -5,9 +5,15 @@
 // and load through .kvc files with their state.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <numeric>
 
 #include "core/error.h"
+#include "kvcache/cache_file.h"
 #include "press/methods/d2o.h"
 #include "press/methods/gvote.h"
 #include "press/registry.h"
@@ -22,6 +28,13 @@ const char* kStory =
     "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day, she "
     "saw a big, red ball. She wanted to play with it, but it was too high. Lily asked her mom to help her. Her mom "
     "said, \"Let's go to the park and play with the ball.\" Lily was very happy.";
+
+// One thread: these runs are short, and a spinning second thread only slows them on a loaded machine.
+EngineParams one_thread() {
+  EngineParams p;
+  p.n_threads = 1;
+  return p;
+}
 
 std::string testbed_model() { return std::string(KVS_SOURCE_DIR) + "/testbed/models/v7s1/model-f16.gguf"; }
 
@@ -50,7 +63,7 @@ struct LastRowObserver : LayerObserver {
 
 void check_projection(const std::string& model_path) {
   auto model = Model::load(model_path);
-  Engine e(*model, {});
+  Engine e(*model, one_thread());
   const auto ids = model->tokenizer->encode(kStory, true, false);
   EngineProbe probe(e, ids);
   const ProbeDims d = probe.dims();
@@ -75,7 +88,7 @@ TEST(GVoteModel, SyntheticQueryProjectionEqualsTheEnginesQuery) {
 
 TEST(GVoteModel, CompressesWithNoKeepRatioAndReportsItsChoice) {
   auto model = Model::load(test::stories_gguf());
-  Engine e(*model, {});
+  Engine e(*model, one_thread());
   const auto ids = model->tokenizer->encode(kStory, true, false);
   CompressedContext c(e, spec_for("gvote", std::nullopt));
   c.prefill(ids);
@@ -119,7 +132,7 @@ TEST(GVoteModel, CompressesWithNoKeepRatioAndReportsItsChoice) {
 // total at the budget (the layers' shares fixed at prefill) however many tokens are generated.
 TEST(D2oModel, LongGenerationStaysAtTheBudget) {
   auto model = Model::load(testbed_model());
-  Engine e(*model, {});
+  Engine e(*model, one_thread());
   const auto ids = model->tokenizer->encode(
       std::string(kStory) + " " + kStory + " " + kStory + " The next day, Lily and her mom went back to the park.", true,
       false);
@@ -161,7 +174,7 @@ TEST(D2oModel, LongGenerationStaysAtTheBudget) {
 // The session path (what `generate` and `eval` use): the answer is generated in constant memory.
 TEST(D2oModel, AskEvictsWhileDecoding) {
   auto model = Model::load(testbed_model());
-  Engine e(*model, {});
+  Engine e(*model, one_thread());
   const auto ids = model->tokenizer->encode(std::string(kStory) + " " + kStory, true, false);
   for (const char* merge : {"true", "false"}) {
     SCOPED_TRACE(merge);
@@ -181,6 +194,79 @@ TEST(D2oModel, AskEvictsWhileDecoding) {
     EXPECT_LE(a.kv_bytes_end, c.cache().bytes_held() + 2 * e.kv_layout().page_bytes() * e.kv_layout().n_heads_total());
     EXPECT_EQ(c.press_state().values.count(kD2oTau), std::string(merge) == "true" ? 1u : 0u);
   }
+}
+
+
+// The command line with both presses: listed by `presses`; `compress` + `ask` with GVote (the keep
+// it chose in the .kvc header); `run` and a long `generate` with D2O; `eval` runs GVote once per
+// sample (keep_chosen in its lines) and D2O at fixed keeps, perplexity included.
+std::string kvshrink() { return (std::filesystem::path(KVS_BINARY_DIR) / "tools" / "kvshrink").string(); }
+
+// Runs `kvshrink args` through the shell, stdout and stderr into one string; returns the exit code.
+int cli(const std::string& args, std::string& out) {
+  const std::string cmd = kvshrink() + " " + args + " 2>&1";
+  FILE* f = ::popen(cmd.c_str(), "r");
+  if (!f) return -1;
+  out.clear();
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  const int st = ::pclose(f);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+TEST(D2oGvoteCli, PressesRunCompressAskGenerateEval) {
+  if (!std::filesystem::exists(kvshrink())) FAIL() << kvshrink() << " is missing: build the kvshrink target first";
+  test::TempDir dir("d2o_gvote_cli");
+  const std::string model = testbed_model(), ctx = std::string(KVS_SOURCE_DIR) + "/eval/examples/needle_context.txt";
+  std::string out;
+  ASSERT_EQ(cli("presses", out), 0) << out;
+  EXPECT_NE(out.find("\nd2o "), std::string::npos);
+  EXPECT_NE(out.find("\ngvote "), std::string::npos);
+  // GVote: no keep ratio; the header records the keep it chose.
+  ASSERT_EQ(cli("compress -m " + model + " --press gvote --context " + ctx + " -t 1 -o " + (dir / "g.kvc"), out), 0) << out;
+  EXPECT_NE(out.find("chosen"), std::string::npos) << out;
+  const nlohmann::json info = read_cache_header(dir / "g.kvc");
+  ASSERT_TRUE(info.contains("keep_chosen")) << info.dump();
+  ASSERT_TRUE(info.at("keep_chosen").is_number()) << info.dump();
+  EXPECT_GT(info.at("keep_chosen").get<double>(), 0.0);
+  EXPECT_LT(info.at("keep_chosen").get<double>(), 1.0);
+  ASSERT_EQ(cli("ask -m " + model + " " + (dir / "g.kvc") + " -n 4 -t 1 \"What is it?\"", out), 0) << out;
+  EXPECT_NE(cli("compress -m " + model + " --press gvote --keep 0.5 --context " + ctx + " -o " + (dir / "x.kvc"), out), 0);
+  // D2O: run, save with its thresholds, load and ask.
+  ASSERT_EQ(cli("run -m " + model + " --press d2o --keep 0.25 --context " + ctx + " --question \"Who?\" -n 8 -t 1", out), 0) << out;
+  ASSERT_EQ(cli("compress -m " + model + " --press d2o --keep 0.25 --context " + ctx + " -t 1 -o " + (dir / "d.kvc"), out), 0) << out;
+  const nlohmann::json dinfo = read_cache_header(dir / "d.kvc");
+  ASSERT_TRUE(dinfo.contains("press_state"));
+  EXPECT_TRUE(dinfo.at("press_state").contains("d2o.tau")) << dinfo.at("press_state").dump();
+  ASSERT_EQ(cli("ask -m " + model + " " + (dir / "d.kvc") + " -n 16 -t 1 \"Who?\"", out), 0) << out;
+  // A long generation with decode-time eviction: the cache ends at the compressed prompt's size.
+  ASSERT_EQ(cli("generate -m " + model + " -f " + ctx + " -n 600 --ignore-eos --press d2o --keep 0.25 -t 1", out), 0) << out;
+  // "kv cache: prompt A -> B after d2o (keep 0.25); C at the end of generation": C == B.
+  const auto arrow = out.find(" -> "), after = out.find(" after d2o"), semi = out.find("); ", after),
+             end = out.find(" at the end of generation");
+  ASSERT_TRUE(arrow != std::string::npos && after != std::string::npos && semi != std::string::npos &&
+              end != std::string::npos)
+      << out;
+  EXPECT_EQ(out.substr(arrow + 4, after - arrow - 4), out.substr(semi + 3, end - semi - 3)) << out;
+  // eval: GVote once per sample with keep_chosen; D2O on perplexity (token by token) and NIAH.
+  ASSERT_EQ(cli("eval -m " + model + " --tasks niah,ppl_pg19 --presses gvote,d2o --keep 0.25 --samples 1 --lengths 512 "
+                "--depths 0.5 --ppl-chunk 1 --no-progress --no-report -t 1 -o " + (dir / "eval"),
+                out),
+            0)
+      << out;
+  std::ifstream f(dir / "eval/results.jsonl");
+  int gvote_lines = 0, d2o_ppl = 0;
+  for (std::string line; std::getline(f, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.at("press") == "gvote") {
+      ++gvote_lines;
+      EXPECT_TRUE(j.contains("keep_chosen")) << line.substr(0, 300);
+    }
+    if (j.at("press") == "d2o" && j.at("task") == "ppl_pg19") ++d2o_ppl;
+  }
+  EXPECT_EQ(gvote_lines, 1);  // niah only: adaptive presses have no budget to stream perplexity under
+  EXPECT_EQ(d2o_ppl, 1);
 }
 
 }  // namespace
