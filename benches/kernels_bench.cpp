@@ -229,6 +229,18 @@ void crossover_args(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_Matmul)->Name("Kernels/Crossover")->Apply(crossover_args<1>);
 BENCHMARK(BM_Matmul)->Name("Kernels/Crossover")->Apply(crossover_args<2>)->UseRealTime();
 
+// Llama-3.2-1B shapes (wq/wo 2048x2048, ffn_gate/up 8192x2048, ffn_down 2048x8192) at a 512-token
+// prefill, both paths forced: the activations (1-4 MB per token block of 512) no longer fit L2.
+template <int64_t kThreads>
+void prefill_1b_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"type", "rows", "cols", "n_tok", "thr", "path", "blas"});
+  for (DType t : kTypes)
+    for (const auto& s : {std::pair<int64_t, int64_t>{2048, 2048}, {8192, 2048}, {2048, 8192}})
+      for (int path : {1, 2}) b->Args({static_cast<int64_t>(t), s.first, s.second, 512, kThreads, path, 0});
+}
+BENCHMARK(BM_Matmul)->Name("Kernels/Prefill1B")->Apply(prefill_1b_args<1>);
+BENCHMARK(BM_Matmul)->Name("Kernels/Prefill1B")->Apply(prefill_1b_args<2>)->UseRealTime();
+
 // ---- raw sgemm roofline: C[512][rows] = X[512][cols] . W^T -------------------------------------
 void BM_Sgemm(benchmark::State& st) {
   const int64_t rows = st.range(0), cols = st.range(1), n_tok = st.range(2);

@@ -1,10 +1,12 @@
 // y[t][r] = sum_c x[t][c] * W[r][c] for a weight W of any computable type.
 //
-// Decode (n_tok < the per-type crossover, see default_decode_max_tok): the activations are
-// converted once into W's activation format (F32 / Q8_0 / Q8_K), the weight rows are handed out
-// in chunks of contiguous rows to the pool threads, and each thread walks its chunks with the
-// dot-tile kernel (4 rows x all tokens per call, so every weight byte is streamed from memory
-// once however many tokens there are).
+// Dot tiles ("decode" path; n_tok below the per-type, per-table crossover of
+// default_decode_max_tok, which is every batch for the AVX-512 table unless OpenBLAS runs AVX-512
+// too): the activations are converted once into W's activation format (F32 / Q8_0 / Q8_K), the
+// weight rows are handed out in chunks of contiguous rows to the pool threads, and each thread
+// walks its chunks with the dot-tile kernel (4 rows x the tokens of a block per call). Tokens are
+// blocked so that a block's activations stay in L2 while the chunk's rows pass over them; with
+// few tokens (decode) there is one block and every weight byte is streamed from memory once.
 //
 // Prefill: BLAS sgemm. F32 weights are passed to sgemm in place, one call per thread on its
 // contiguous block of rows; other types are dequantised, tile_rows rows at a time, into a
@@ -18,6 +20,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
+#include <limits>
+#include <string>
 
 #include "core/error.h"
 #include "kernels/matmul.h"
@@ -30,6 +35,10 @@ namespace {
 
 // Weight rows handed to one dot-tile call in decode.
 constexpr int kDecodeRowBlock = 4;
+// Dot-tile path with many tokens: activation bytes per token block (L2-resident) and the most
+// weight bytes per row chunk.
+constexpr int64_t kActBlockBytes = 256 << 10;
+constexpr int64_t kWeightChunkBytes = 512 << 10;
 // Default size of a per-thread dequantised weight tile in prefill.
 constexpr int64_t kDefaultTileBytes = 1 << 20;
 
@@ -86,21 +95,38 @@ void matmul_decode(const KernelTable& k, const MatmulConfig& cfg, const TensorVi
   if (quant) {
     act_stride = ref::act_row_bytes(W.type, cols);
     scratch.act.resize(act_stride * n_tok);
-    for (int64_t t = 0; t < n_tok; ++t) quant(x + t * cols, scratch.act.data() + t * act_stride, cols);
-    act = scratch.act.data();
+    uint8_t* qa = scratch.act.data();
+    auto quantize = [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) quant(x + t * cols, qa + t * act_stride, cols);
+    };
+    if (n_tok >= 8)
+      pool.parallel_for(n_tok, quantize);
+    else
+      quantize(0, n_tok);
+    act = qa;
   }
   const DotTileFn tile = dot_tile_fn(k, W.type);
   const uint8_t* w = static_cast<const uint8_t*>(W.data);  // [rows][row_bytes]
   const size_t w_stride = W.row_bytes();
-  // ~4 chunks per thread, each a multiple of the tile's row block.
-  const int64_t per = (rows + 4 * pool.size() - 1) / (4 * pool.size());
-  ChunkQueue queue(rows, std::max<int64_t>(16, (per + kDecodeRowBlock - 1) / kDecodeRowBlock * kDecodeRowBlock));
+  // Token blocks whose activations stay in L2 while a chunk of rows passes over them; a chunk's
+  // weights then stay in L2 (or L3) for the next token block instead of coming from DRAM again.
+  const int64_t tb = n_tok <= 4 ? n_tok
+                                : std::clamp<int64_t>(kActBlockBytes / static_cast<int64_t>(act_stride) / 4 * 4, 4, n_tok);
+  // ~4 chunks per thread, each a multiple of the tile's row block; with several token blocks, at
+  // most ~kWeightChunkBytes of weights per chunk.
+  int64_t chunk = (rows + 4 * pool.size() - 1) / (4 * pool.size());
+  if (tb < n_tok) chunk = std::min<int64_t>(chunk, kWeightChunkBytes / static_cast<int64_t>(w_stride));
+  chunk = std::max<int64_t>(16, (chunk + kDecodeRowBlock - 1) / kDecodeRowBlock * kDecodeRowBlock);
+  ChunkQueue queue(rows, chunk);
   run_parallel(pool, cfg, rows * cols * n_tok, [&](int, int) {
     int64_t rb, re;
     while (queue.next(&rb, &re)) {
-      for (int64_t r = rb; r < re; r += kDecodeRowBlock) {
-        const int nr = static_cast<int>(std::min<int64_t>(kDecodeRowBlock, re - r));
-        tile(w + r * w_stride, w_stride, nr, act, act_stride, static_cast<int>(n_tok), cols, y + r, ldy);
+      for (int64_t t0 = 0; t0 < n_tok; t0 += tb) {
+        const int nt = static_cast<int>(std::min(tb, n_tok - t0));
+        for (int64_t r = rb; r < re; r += kDecodeRowBlock) {
+          const int nr = static_cast<int>(std::min<int64_t>(kDecodeRowBlock, re - r));
+          tile(w + r * w_stride, w_stride, nr, act + t0 * act_stride, act_stride, nt, cols, y + t0 * ldy + r, ldy);
+        }
       }
     }
   });
@@ -166,13 +192,33 @@ void matmul_prefill(const KernelTable& k, const MatmulConfig& cfg, const TensorV
 
 }  // namespace
 
-// Measured on the 2-core EPYC (AVX2, OpenBLAS 0.3.21 Haswell kernels), 576x1536 weight, one
-// thread, CPU time (Kernels/Crossover in benches/kernels_bench.cpp, table in BENCHMARKS.md).
-// Float weights: sgemm wins from 8-12 (F32) / 12-16 (F16, BF16) tokens. Quantised weights: the int8
-// dot tiles run at 90-118 GFLOP/s, as fast as sgemm (~100) plus its dequantisation, so decode
-// stays ahead up to 48-128 tokens; where the two are within a few percent we switch to sgemm,
-// which multiplies unquantised activations (more accurate).
-int64_t default_decode_max_tok(DType wtype) {
+bool blas_runs_avx512() {
+  static const bool on = [] {
+    std::string c = blas_core_name();
+    for (char& ch : c) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    for (const char* n : {"skylakex", "cooperlake", "sapphirerapids"})
+      if (c.find(n) != std::string::npos) return true;
+    return false;
+  }();
+  return on;
+}
+
+// Measured on the 2-core EPYC (Zen 5), one thread, CPU time (Kernels/Crossover and
+// Kernels/Prefill1B in benches/kernels_bench.cpp, tables in BENCHMARKS.md).
+// AVX2 table, OpenBLAS Haswell kernels: float weights: sgemm wins from 8-12 (F32) / 12-16 (F16,
+// BF16) tokens. Quantised weights: the int8 dot tiles run at 90-118 GFLOP/s, as fast as sgemm
+// (~110) plus its dequantisation, so decode stays ahead up to 48-128 tokens; where the two are
+// within a few percent we switch to sgemm, which multiplies unquantised activations.
+// AVX-512 table (VNNI tiles, 4 rows x 4 tokens): 150-230 GFLOP/s for the quantised types and
+// 130-190 for F16/BF16 on the Llama-3.2-1B shapes, so with AVX2-class sgemm (~110) the tiles win
+// at every batch size. With AVX-512 sgemm (~200-230 for F32) the tiles still win for Q8_0, Q4_0
+// and Q6_K (and for 8192-column rows, where dequantised tiles are short), not for F32/F16/BF16/Q4_K.
+int64_t default_decode_max_tok(const KernelTable& k, DType wtype) {
+  constexpr int64_t kAlways = std::numeric_limits<int64_t>::max();
+  if (k.wide_tiles) {
+    if (!blas_runs_avx512()) return kAlways;
+    if (wtype == DType::Q8_0 || wtype == DType::Q4_0 || wtype == DType::Q6_K) return kAlways;
+  }
   switch (wtype) {
     case DType::F32: return 10;
     case DType::F16:
@@ -203,12 +249,17 @@ void matmul_with(const KernelTable& k, const MatmulConfig& cfg, const TensorView
     case MatmulPath::Decode: decode = true; break;
     case MatmulPath::Prefill: decode = false; break;
     default:
-      decode = n_tok < (cfg.decode_max_tok > 0 ? cfg.decode_max_tok : default_decode_max_tok(W.type));
+      decode = n_tok < (cfg.decode_max_tok > 0 ? cfg.decode_max_tok : default_decode_max_tok(k, W.type));
   }
   if (decode)
     matmul_decode(k, cfg, W, x, n_tok, y, ldy, pool, scratch);
   else
     matmul_prefill(k, cfg, W, x, n_tok, y, ldy, pool, scratch);
+}
+
+const char* blas_core_name() {
+  const char* c = openblas_get_corename();
+  return c ? c : "unknown";
 }
 
 void matmul(const TensorView& W, const float* x, int64_t n_tok, float* y, ThreadPool& pool,

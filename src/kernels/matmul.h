@@ -22,6 +22,10 @@ struct MatmulScratch {
 void matmul(const TensorView& W, const float* x, int64_t n_tok, float* y, ThreadPool& pool,
             MatmulScratch& scratch, int64_t ldy = 0);
 
+// OpenBLAS's kernel set ("Haswell", "Cooperlake", ...; chosen from the CPU at load time unless
+// OPENBLAS_CORETYPE names one), for benchmark reports: prefill speed depends on it.
+const char* blas_core_name();
+
 // Reference: dequantise each row, accumulate in double. For tests only.
 void matmul_ref(const TensorView& W, const float* x, int64_t n_tok, float* y);
 

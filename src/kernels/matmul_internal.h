@@ -34,7 +34,13 @@ void matmul_with(const KernelTable& k, const MatmulConfig& cfg, const TensorView
                  const float* x, int64_t n_tok, float* y, ThreadPool& pool,
                  MatmulScratch& scratch, int64_t ldy = 0);
 
-// The built-in decode/prefill crossover for a weight type: decode when n_tok < this.
-int64_t default_decode_max_tok(DType wtype);
+// The built-in decode/prefill crossover for a weight type and kernel table: the dot tiles when
+// n_tok < this, else dequantise + sgemm. Depends on whether OpenBLAS runs AVX-512 kernels
+// (blas_runs_avx512).
+int64_t default_decode_max_tok(const KernelTable& k, DType wtype);
+
+// True when OpenBLAS's kernel set uses AVX-512 (SkylakeX and later); false for Haswell / Zen
+// (AVX2) kernels, including when OPENBLAS_CORETYPE forces them.
+bool blas_runs_avx512();
 
 }  // namespace kvs::kernels

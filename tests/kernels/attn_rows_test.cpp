@@ -123,7 +123,7 @@ TEST_P(AttnPaths, ExpSubSum) {
   for (int i = 0; i < 101; ++i) ASSERT_NEAR(ramp[i], want[i], 3e-7f * want[i] + 1.2e-38f) << i;
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, AttnPaths, testing::Values(Path::Generic, Path::Avx2), test::path_name);
+INSTANTIATE_TEST_SUITE_P(Kernels, AttnPaths, test::all_paths(), test::path_name);
 
 // The public front dispatches to the active table (same results as calling it directly).
 TEST(AttnFront, DispatchesToActiveTable) {

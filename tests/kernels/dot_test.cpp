@@ -110,7 +110,10 @@ TEST_P(DotPaths, QuantisedDotTracksFloatDot) {
 
 TEST_P(DotPaths, TilesMatchSingleDots) {
   for (DType t : test::kAllTypes) {
-    const int64_t n = dtype_info(t).block_size == 1 ? 72 : 512;
+    // Lengths: float rows with and without a partial 16-element step, an odd number of 32-blocks.
+    const int bs = dtype_info(t).block_size;
+    for (const int64_t n : bs == 1 ? std::vector<int64_t>{72, 37, 160} : bs == 32 ? std::vector<int64_t>{512, 544}
+                                                                                  : std::vector<int64_t>{512, 768}) {
     const int nr = 5, nt = 7;
     const size_t ws = dtype_row_bytes(t, n), as = ref::act_row_bytes(t, n);
     std::vector<uint8_t> w(ws * nr), act(as * nt);
@@ -138,10 +141,11 @@ TEST_P(DotPaths, TilesMatchSingleDots) {
             }
           }
       }
+    }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, DotPaths, testing::Values(Path::Generic, Path::Avx2), test::path_name);
+INSTANTIATE_TEST_SUITE_P(Kernels, DotPaths, test::all_paths(), test::path_name);
 
 TEST(DotApi, PublicEntryPointsAgreeWithReference) {
   for (DType t : test::kAllTypes) {

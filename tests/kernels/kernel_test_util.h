@@ -19,26 +19,36 @@
 
 namespace kvs::kernels::test {
 
-// Both dispatch paths, for value-parameterised tests; the AVX2 one is skipped where unsupported.
-enum class Path { Generic, Avx2 };
+// Every dispatch table, for value-parameterised tests; a table the CPU cannot run is skipped.
+enum class Path { Generic, Avx2, Avx512 };
 
 inline bool avx2_available() {
   const auto& f = cpu_features();
   return f.avx2 && f.fma && f.f16c;
 }
 
+inline bool avx512_available() {
+  const auto& f = cpu_features();
+  return avx2_available() && f.avx512f && f.avx512bw && f.avx512dq && f.avx512vl && f.avx512vnni && f.os_avx512;
+}
+
 inline const KernelTable& table(Path p) {
-  return p == Path::Avx2 ? avx2_kernels() : generic_kernels();
+  return p == Path::Avx512 ? avx512_kernels() : p == Path::Avx2 ? avx2_kernels() : generic_kernels();
 }
 
 inline std::string path_name(const testing::TestParamInfo<Path>& info) {
-  return info.param == Path::Avx2 ? "Avx2" : "Generic";
+  return info.param == Path::Avx512 ? "Avx512" : info.param == Path::Avx2 ? "Avx2" : "Generic";
 }
 
-#define KVS_SKIP_IF_NO_AVX2(path)                                                     \
-  do {                                                                                \
-    if ((path) == ::kvs::kernels::test::Path::Avx2 && !::kvs::kernels::test::avx2_available()) \
-      GTEST_SKIP() << "CPU lacks AVX2/FMA/F16C";                                      \
+inline auto all_paths() { return testing::Values(Path::Generic, Path::Avx2, Path::Avx512); }
+
+// Skips the test for a table this CPU cannot run (the name is kept for the existing tests).
+#define KVS_SKIP_IF_NO_AVX2(path)                                                                \
+  do {                                                                                           \
+    if ((path) == ::kvs::kernels::test::Path::Avx2 && !::kvs::kernels::test::avx2_available())    \
+      GTEST_SKIP() << "CPU lacks AVX2/FMA/F16C";                                                 \
+    if ((path) == ::kvs::kernels::test::Path::Avx512 && !::kvs::kernels::test::avx512_available()) \
+      GTEST_SKIP() << "CPU or OS lacks AVX-512 F/BW/DQ/VL/VNNI";                                 \
   } while (0)
 
 inline std::vector<float> randn(int64_t n, uint32_t seed, float scale = 1.0f) {

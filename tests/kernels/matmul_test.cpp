@@ -145,7 +145,7 @@ TEST_P(MatmulPaths, PrefillBlasInternalThreading) {
   for (DType t : {DType::F32, DType::F16, DType::Q6_K}) check(t, 53, MatmulPath::Prefill, pool, cfg, 24, 3);
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, MatmulPaths, testing::Values(Path::Generic, Path::Avx2), test::path_name);
+INSTANTIATE_TEST_SUITE_P(Kernels, MatmulPaths, test::all_paths(), test::path_name);
 
 TEST(MatmulApi, SingleThreadPoolAndDefaultDispatch) {
   ThreadPool pool(1);

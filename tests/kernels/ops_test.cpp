@@ -155,7 +155,7 @@ TEST_P(OpsPaths, Rope) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, OpsPaths, testing::Values(Path::Generic, Path::Avx2), test::path_name);
+INSTANTIATE_TEST_SUITE_P(Kernels, OpsPaths, test::all_paths(), test::path_name);
 
 TEST(OpsRef, RopeStylesPairTheDocumentedDims) {
   // One head of 8, rot_dim 4: Interleaved rotates (0,1),(2,3); RotateHalf rotates (0,2),(1,3).

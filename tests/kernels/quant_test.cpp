@@ -184,7 +184,7 @@ TEST_P(QuantPaths, F16ConversionsMatchScalar) {
   for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(fp32_to_bits(back[i]), fp32_to_bits(fp16_to_fp32(h[i])));
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, QuantPaths, testing::Values(Path::Generic, Path::Avx2), test::path_name);
+INSTANTIATE_TEST_SUITE_P(Kernels, QuantPaths, test::all_paths(), test::path_name);
 
 // ---- quantise -> dequantise error ---------------------------------------------------------------
 

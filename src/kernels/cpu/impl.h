@@ -1,7 +1,7 @@
-// Internal: declarations of the two implementation sets that kernel_table.cpp assembles into
-// KernelTable instances -- kvs::kernels::generic (portable C++) and kvs::kernels::avx2
-// (AVX2+FMA+F16C intrinsics, *_avx2.cpp). Both sets have identical signatures; semantics are
-// those of the KernelTable members of the same name.
+// Internal: declarations of the implementation sets that kernel_table.cpp assembles into
+// KernelTable instances -- kvs::kernels::generic (portable C++), kvs::kernels::avx2
+// (AVX2+FMA+F16C intrinsics, *_avx2.cpp) and kvs::kernels::avx512 (the dot products only,
+// *_avx512.cpp). Signatures and semantics are those of the KernelTable members of the same name.
 //
 // Dimension legend: n = row length, nr/nt = weight rows/tokens of a dot tile.
 #pragma once
@@ -70,3 +70,26 @@ KVS_KERNEL_SET_DECLS
 }  // namespace kvs::kernels::avx2
 
 #undef KVS_KERNEL_SET_DECLS
+
+// AVX-512 (F, BW, DQ, VL, VNNI) implementations (*_avx512.cpp): the weight-row dots and dot tiles
+// only; every other member of the avx512 table is the AVX2 one.
+#define KVS_TILE_DECL(name)                                                                       \
+  void name(const uint8_t* w, size_t ws, int nr, const uint8_t* a, size_t as, int nt, int64_t n, \
+            float* out, int64_t ldo);
+namespace kvs::kernels::avx512 {
+float dot_f32(const void* w, const void* act, int64_t n);
+float dot_f16(const void* w, const void* act, int64_t n);
+float dot_bf16(const void* w, const void* act, int64_t n);
+float dot_q8_0(const void* w, const void* act, int64_t n);
+float dot_q4_0(const void* w, const void* act, int64_t n);
+float dot_q4_K(const void* w, const void* act, int64_t n);
+float dot_q6_K(const void* w, const void* act, int64_t n);
+KVS_TILE_DECL(tile_f32)
+KVS_TILE_DECL(tile_f16)
+KVS_TILE_DECL(tile_bf16)
+KVS_TILE_DECL(tile_q8_0)
+KVS_TILE_DECL(tile_q4_0)
+KVS_TILE_DECL(tile_q4_K)
+KVS_TILE_DECL(tile_q6_K)
+}  // namespace kvs::kernels::avx512
+#undef KVS_TILE_DECL

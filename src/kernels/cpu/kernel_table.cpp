@@ -25,13 +25,38 @@ const KernelTable kAvx2 = KVS_KERNEL_TABLE(avx2);
 
 #undef KVS_KERNEL_TABLE
 
+KernelTable make_avx512() {
+  KernelTable k = kAvx2;
+  k.name = "avx512";
+  k.dot_f32 = avx512::dot_f32;
+  k.dot_f16 = avx512::dot_f16;
+  k.dot_bf16 = avx512::dot_bf16;
+  k.dot_q8_0 = avx512::dot_q8_0;
+  k.dot_q4_0 = avx512::dot_q4_0;
+  k.dot_q4_K = avx512::dot_q4_K;
+  k.dot_q6_K = avx512::dot_q6_K;
+  k.tile_f32 = avx512::tile_f32;
+  k.tile_f16 = avx512::tile_f16;
+  k.tile_bf16 = avx512::tile_bf16;
+  k.tile_q8_0 = avx512::tile_q8_0;
+  k.tile_q4_0 = avx512::tile_q4_0;
+  k.tile_q4_K = avx512::tile_q4_K;
+  k.tile_q6_K = avx512::tile_q6_K;
+  k.wide_tiles = true;
+  return k;
+}
+
 }  // namespace
 
 const KernelTable& generic_kernels() { return kGeneric; }
 const KernelTable& avx2_kernels() { return kAvx2; }
+const KernelTable& avx512_kernels() {
+  static const KernelTable k = make_avx512();
+  return k;
+}
 
 const KernelTable& active_kernels() {
-  static const KernelTable* k = use_avx2() ? &kAvx2 : &kGeneric;
+  static const KernelTable* k = use_avx512() ? &avx512_kernels() : use_avx2() ? &kAvx2 : &kGeneric;
   return *k;
 }
 

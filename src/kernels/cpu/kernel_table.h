@@ -1,7 +1,8 @@
-// Internal: the table of kernel implementations behind ops.h / matmul.h. Two tables exist: the
-// portable one (generic_kernels(), plain C++ the compiler may auto-vectorise for the baseline ISA)
-// and the AVX2+FMA+F16C one (avx2_kernels(), implemented in *_avx2.cpp files). active_kernels()
-// picks one once per process via use_avx2(). Tests call both tables directly.
+// Internal: the table of kernel implementations behind ops.h / matmul.h. Three tables exist: the
+// portable one (generic_kernels(), plain C++ the compiler may auto-vectorise for the baseline ISA),
+// the AVX2+FMA+F16C one (avx2_kernels(), implemented in *_avx2.cpp files) and the AVX-512 one
+// (avx512_kernels(): the AVX2 table with the dot products of *_avx512.cpp). active_kernels()
+// picks one once per process via use_avx512() / use_avx2(). Tests call every table directly.
 //
 // Dimension legend: n = row length (a multiple of the weight type's block size for quantised
 // types), nr = weight rows in a tile, nt = activation rows (tokens) in a tile.
@@ -66,12 +67,20 @@ struct KernelTable {
                       float* acc);
   float (*exp_sub_sum)(float* x, int64_t n, float sub);
   float (*max_f32)(const float* x, int64_t n);
+
+  // The dot tiles run prefill-sized batches faster than dequantise + an AVX2-class sgemm (see
+  // default_decode_max_tok in matmul_internal.h); set for the AVX-512 table.
+  bool wide_tiles = false;
 };
 
 const KernelTable& generic_kernels();
 // Only valid to *call* into when cpu_features() reports AVX2, FMA and F16C.
 const KernelTable& avx2_kernels();
-// avx2_kernels() if use_avx2(), else generic_kernels(); chosen once.
+// The AVX2 table with AVX-512 (F/BW/DQ/VL/VNNI) weight-row dots and dot tiles; only valid to call
+// into when use_avx512() would say yes on this CPU (ignoring KVS_NO_AVX512).
+const KernelTable& avx512_kernels();
+// avx512_kernels() if use_avx512(), else avx2_kernels() if use_avx2(), else generic_kernels();
+// chosen once.
 const KernelTable& active_kernels();
 
 // Per-type lookups; kvs::fail naming the type if unsupported.

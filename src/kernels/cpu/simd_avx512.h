@@ -1,0 +1,50 @@
+// Internal helpers for *_avx512.cpp files only, included after avx512_begin.h. Everything here
+// has internal linkage (see avx512_begin.h).
+#pragma once
+#include <immintrin.h>
+
+#include <cstdint>
+
+namespace kvs::kernels::avx512 {
+namespace {
+
+inline __m256i loadu256(const void* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+inline __m128i loadu128(const void* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+
+// Sum of the 16 lanes (shuffles within the register: no extract, whose GCC 12 intrinsics warn).
+inline float reduce_ps(__m512 v) {
+  __m512 t = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
+  t = _mm512_add_ps(t, _mm512_shuffle_f32x4(t, t, _MM_SHUFFLE(2, 3, 0, 1)));
+  __m128 s = _mm512_castps512_ps128(t);
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// Four sums at once: {reduce(a), reduce(b), reduce(c), reduce(d)}.
+inline __m128 reduce4_ps(__m512 a, __m512 b, __m512 c, __m512 d) {
+  // Fold 512 -> 256 -> 128 per vector, then the 4x4 transpose-add.
+  auto fold = [](__m512 v) {
+    const __m512 t = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
+    const __m512 u = _mm512_add_ps(t, _mm512_shuffle_f32x4(t, t, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm512_castps512_ps128(u);
+  };
+  const __m128 ab = _mm_hadd_ps(fold(a), fold(b));
+  const __m128 cd = _mm_hadd_ps(fold(c), fold(d));
+  return _mm_hadd_ps(ab, cd);
+}
+
+// 16 float lanes: x in lanes 0..7, y in lanes 8..15.
+inline __m512 halves_ps(float x, float y) {
+  return _mm512_insertf32x8(_mm512_set1_ps(x), _mm256_set1_ps(y), 1);
+}
+
+// 64 bytes from two 32-byte halves.
+inline __m512i join256(__m256i lo, __m256i hi) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+
+}  // namespace
+}  // namespace kvs::kernels::avx512

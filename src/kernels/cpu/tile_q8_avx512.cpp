@@ -1,0 +1,164 @@
+// AVX-512 VNNI dot tiles of Q8_0 / Q4_0 weight rows against Q8_0 activations: RM rows x RN tokens
+// per pass (up to 4 x 4), two 32-element blocks per 512-bit register.
+//
+// vpdpbusd multiplies unsigned by signed bytes, so the weights are made unsigned by an offset
+// (Q8_0: u = q + 128, i.e. q xor 0x80; Q4_0: the stored nibble, u = q + 8) and the offset is
+// taken back exactly in integers: the accumulator of each (row, token) pair starts at
+// -offset * (sums of 4 activation bytes), computed once per token with vpdpbusd(1, a). Each
+// block's int32 sums are then scaled by d_w * d_a and accumulated in fp32 (FMA), as the AVX2
+// tiles do; only the float summation order differs from the reference.
+//
+// Dimension legend: n = row length, nb = n / 32 blocks, RM/RN = rows/tokens of a pass, b = block.
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cpu/impl.h"
+#include "kernels/quant.h"
+// clang-format off
+#include "kernels/cpu/avx512_begin.h"
+#include "kernels/cpu/simd_avx512.h"
+// clang-format on
+
+namespace kvs::kernels::avx512 {
+namespace {
+
+// Software prefetch distance for the weight stream (as the AVX2 tiles: decode reads weight rows
+// back to back and the hardware prefetcher alone leaves bandwidth unused).
+constexpr size_t kPrefetchBytes = 4096;
+
+inline void prefetch(const uint8_t* p, size_t bytes) {
+  for (size_t off = 0; off < bytes; off += 64) _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T0);
+}
+
+// Unsigned weight bytes of blocks b, b+1 (Two) or b alone (upper half 0), in activation order.
+struct Q8_0W {
+  using Block = block_q8_0;
+  static constexpr int kShift = 7;  // u = q + 2^7
+  template <bool Two>
+  static __m512i u(const Block* x) {
+    const __m256i lo = loadu256(x[0].qs);
+    const __m256i hi = Two ? loadu256(x[1].qs) : _mm256_set1_epi8(-128);  // -> 0 after the xor
+    return _mm512_xor_si512(join256(lo, hi), _mm512_set1_epi8(-128));
+  }
+};
+struct Q4_0W {
+  using Block = block_q4_0;
+  static constexpr int kShift = 3;  // u = q + 2^3 is the stored nibble
+  template <bool Two>
+  static __m512i u(const Block* x) {
+    // 128-bit lanes: low nibbles (elements 0..15) then high nibbles (16..31) of each block.
+    const __m128i q0 = loadu128(x[0].qs);
+    const __m128i q1 = Two ? loadu128(x[1].qs) : _mm_setzero_si128();
+    const __m256i b0 = _mm256_set_m128i(_mm_srli_epi16(q0, 4), q0);
+    const __m256i b1 = _mm256_set_m128i(_mm_srli_epi16(q1, 4), q1);
+    return _mm512_and_si512(join256(b0, b1), _mm512_set1_epi8(0x0F));
+  }
+};
+
+template <class W, int RM, int RN>
+struct Tile {
+  using Block = typename W::Block;
+
+  // One step over blocks b, b+1 (Two) or b alone.
+  template <bool Two>
+  static inline void step(const Block* const* x, const block_q8_0* const* y, const float* const* sy, int64_t b,
+                          __m512 (&acc)[RM][RN]) {
+    __m512i u[RM];
+    __m512 dw[RM];
+    for (int i = 0; i < RM; ++i) {
+      u[i] = W::template u<Two>(x[i] + b);
+      dw[i] = halves_ps(h2f(x[i][b].d), Two ? h2f(x[i][b + 1].d) : 0.0f);
+    }
+    const __m512i zero = _mm512_setzero_si512(), ones = _mm512_set1_epi8(1);
+    for (int j = 0; j < RN; ++j) {
+      const __m512i av = join256(loadu256(y[j][b].qs), Two ? loadu256(y[j][b + 1].qs) : _mm256_setzero_si256());
+      // -offset * (sums of 4 activation bytes), the start of every pair's accumulator.
+      const __m512i corr = _mm512_sub_epi32(zero, _mm512_slli_epi32(_mm512_dpbusd_epi32(zero, ones, av), W::kShift));
+      const __m512 da = halves_ps(sy[j][b], Two ? sy[j][b + 1] : 0.0f);
+      for (int i = 0; i < RM; ++i) {
+        const __m512i dot = _mm512_dpbusd_epi32(corr, u[i], av);
+        acc[i][j] = _mm512_fmadd_ps(_mm512_mul_ps(dw[i], da), _mm512_cvtepi32_ps(dot), acc[i][j]);
+      }
+    }
+  }
+
+  // out[j * ldo + i] = dot(row i, token j) for i < RM, j < RN.
+  static void run(const uint8_t* w, size_t ws, const uint8_t* a, size_t as, int64_t n, float* out, int64_t ldo) {
+    const int64_t nb = n / QK8_0;
+    const Block* x[RM];
+    const block_q8_0* y[RN];
+    const float* sy[RN];  // float copies of the activation block scales (prepare_act_q8_0)
+    for (int i = 0; i < RM; ++i) x[i] = reinterpret_cast<const Block*>(w + i * ws);
+    for (int j = 0; j < RN; ++j) {
+      y[j] = reinterpret_cast<const block_q8_0*>(a + j * as);
+      sy[j] = act_q8_0_scales(a + j * as, n);
+    }
+    __m512 acc[RM][RN];
+    for (int i = 0; i < RM; ++i)
+      for (int j = 0; j < RN; ++j) acc[i][j] = _mm512_setzero_ps();
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) step<true>(x, y, sy, b, acc);
+    if (b < nb) step<false>(x, y, sy, b, acc);
+    for (int j = 0; j < RN; ++j) {
+      if constexpr (RM == 4) {
+        _mm_storeu_ps(out + j * ldo, reduce4_ps(acc[0][j], acc[1][j], acc[2][j], acc[3][j]));
+      } else {
+        for (int i = 0; i < RM; ++i) out[j * ldo + i] = reduce_ps(acc[i][j]);
+      }
+    }
+  }
+};
+
+// RM rows against all nt tokens, RN = 4 at a time.
+template <class W, int RM>
+void rows_pass(const uint8_t* w, size_t ws, const uint8_t* a, size_t as, int nt, int64_t n, float* out, int64_t ldo) {
+  prefetch(w + kPrefetchBytes, RM * ws);  // may run past the weight: prefetches never fault
+  int t = 0;
+  for (; t + 4 <= nt; t += 4) Tile<W, RM, 4>::run(w, ws, a + t * as, as, n, out + t * ldo, ldo);
+  switch (nt - t) {
+    case 3: Tile<W, RM, 3>::run(w, ws, a + t * as, as, n, out + t * ldo, ldo); break;
+    case 2: Tile<W, RM, 2>::run(w, ws, a + t * as, as, n, out + t * ldo, ldo); break;
+    case 1: Tile<W, RM, 1>::run(w, ws, a + t * as, as, n, out + t * ldo, ldo); break;
+    default: break;
+  }
+}
+
+template <class W>
+void tile(const uint8_t* w, size_t ws, int nr, const uint8_t* a, size_t as, int nt, int64_t n, float* out,
+          int64_t ldo) {
+  int r = 0;
+  for (; r + 4 <= nr; r += 4) rows_pass<W, 4>(w + r * ws, ws, a, as, nt, n, out + r, ldo);
+  switch (nr - r) {
+    case 3: rows_pass<W, 3>(w + r * ws, ws, a, as, nt, n, out + r, ldo); break;
+    case 2: rows_pass<W, 2>(w + r * ws, ws, a, as, nt, n, out + r, ldo); break;
+    case 1: rows_pass<W, 1>(w + r * ws, ws, a, as, nt, n, out + r, ldo); break;
+    default: break;
+  }
+}
+
+template <class W>
+float dot1(const void* w, const void* act, int64_t n) {
+  float r;
+  Tile<W, 1, 1>::run(static_cast<const uint8_t*>(w), 0, static_cast<const uint8_t*>(act), 0, n, &r, 0);
+  return r;
+}
+
+}  // namespace
+
+float dot_q8_0(const void* w, const void* act, int64_t n) { return dot1<Q8_0W>(w, act, n); }
+float dot_q4_0(const void* w, const void* act, int64_t n) { return dot1<Q4_0W>(w, act, n); }
+
+void tile_q8_0(const uint8_t* w, size_t ws, int nr, const uint8_t* a, size_t as, int nt, int64_t n, float* out,
+               int64_t ldo) {
+  tile<Q8_0W>(w, ws, nr, a, as, nt, n, out, ldo);
+}
+void tile_q4_0(const uint8_t* w, size_t ws, int nr, const uint8_t* a, size_t as, int nt, int64_t n, float* out,
+               int64_t ldo) {
+  tile<Q4_0W>(w, ws, nr, a, as, nt, n, out, ldo);
+}
+
+}  // namespace kvs::kernels::avx512
+
+#include "kernels/cpu/avx512_end.h"
