@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "eval/calibrate_kvzip.h"
 #include "eval/calibrate_quality.h"
+#include "eval/calibrate_uncomp.h"
 
 namespace kvs::eval {
 
@@ -12,6 +13,7 @@ std::vector<CalibratorInfo> build() {
   // Seed methods add one line each: v.push_back(<paper>_calibrator());
   v.push_back(kvzip_calibrator());
   v.push_back(quality_calibrator());
+  v.push_back(uncomp_calibrator());
   return v;
 }
 }  // namespace

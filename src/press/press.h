@@ -89,12 +89,35 @@ class PressComponent {
   virtual Needs needs() const { return {}; }
 };
 
+// What a press that prunes rows (tokens) while a context is prefilled is told about that prefill
+// (Scorer::prefill_rows; UNComp's hidden-state pruning). The forward runs the prefill in chunks
+// of n_batch tokens and shows the selector each chunk, layer by layer (press/observer.h): a
+// selector that ranks rows by the attention of the context's LAST token sees that token at every
+// layer only when the context fits one chunk (n_batch >= n_tokens).
+struct PrefillRows {
+  int64_t n_past = 0;     // tokens the cache held before this prefill (0: a fresh context)
+  int64_t n_tokens = 0;   // tokens of this prefill, positions n_past .. n_past + n_tokens - 1
+  int64_t keep_last = 0;  // trailing tokens that must survive (the question of a query-aware prefill)
+  int n_batch = 0;        // tokens per forward chunk
+  const StatsCollector* stats = nullptr;  // the prefill's statistics (what the press's needs() asked for)
+  const AttnShape* shape = nullptr;
+  ThreadPool* pool = nullptr;
+  const CompressRequest* request = nullptr;
+  ModelProbe* probe = nullptr;  // valid during the call only
+};
+
 class Scorer : public PressComponent {
  public:
   virtual Scores score(const PressEnv& env) const = 0;
   // Queries at the end of the context this scorer attends from (SnapKV's observation window),
   // which it keeps by itself; 0 if none. Allocators that reserve the window read it.
   virtual int observation_window() const { return 0; }
+  // Prefill pruning: true when this scorer's press drops rows from the hidden states while a
+  // fresh context is prefilled under `req` (the runtime then never derives it from a shared,
+  // unpruned prefill); prefill_rows() returns the selector for one such prefill, which the
+  // runtime passes to the forward (ForwardHooks::rows). Pruned tokens get no K/V in later layers.
+  virtual bool prunes_prefill(const CompressRequest& req) const { (void)req; return false; }
+  virtual std::unique_ptr<RowSelector> prefill_rows(const PrefillRows& p) const { (void)p; return nullptr; }
 };
 
 // Budgets: tokens kept per (layer, KV head), same indexing as Scores.
@@ -148,6 +171,9 @@ struct Press {
   Trigger trigger;
   bool is_full() const { return scorer == nullptr; }
   bool adaptive() const { return allocator && allocator->adaptive(); }
+  // Prefill row pruning (Scorer::prunes_prefill / prefill_rows); false / null for `full`.
+  bool prunes_prefill(const CompressRequest& req) const { return scorer && scorer->prunes_prefill(req); }
+  std::unique_ptr<RowSelector> prefill_rows(const PrefillRows& p) const { return scorer ? scorer->prefill_rows(p) : nullptr; }
   // The union of the components' needs.
   Needs needs() const;
 };

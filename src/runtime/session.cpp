@@ -48,6 +48,26 @@ std::vector<float> CompressedContext::run_prefill(Sequence& s, std::span<const i
   const size_t V = static_cast<size_t>(engine_.hp().n_vocab);
   ForwardHooks hooks;
   hooks.observer = s.stats.get();
+  // A press that prunes rows while a fresh context is prefilled (UNComp group-stage) gives its
+  // row selector here: never while a question is added to a prefilled cache, nor when every
+  // context logit is needed (pruned rows have none). Tokens after the context (the question of a
+  // query-aware prefill) are never pruned.
+  std::unique_ptr<RowSelector> rows;
+  const AttnShape shape = engine_.attn_shape();
+  if (s.cache->n_past() == 0 && !nll && spec_.press.prunes_prefill(spec_.request)) {
+    EngineProbe probe(engine_, context_, nll_);
+    PrefillRows pr;
+    pr.n_tokens = static_cast<int64_t>(tokens.size());
+    pr.keep_last = static_cast<int64_t>(tokens.size() - std::min(tokens.size(), context_.size()));
+    pr.n_batch = nb;
+    pr.stats = s.stats.get();
+    pr.shape = &shape;
+    pr.pool = &engine_.pool();
+    pr.request = &spec_.request;
+    pr.probe = &probe;
+    rows = spec_.press.prefill_rows(pr);
+    hooks.rows = rows.get();
+  }
   std::vector<float> logits;
   if (nll) nll->clear();
   for (size_t b = 0; b < tokens.size(); b += static_cast<size_t>(nb)) {
@@ -103,7 +123,8 @@ void CompressedContext::finish_prefill() {
 }
 
 void CompressedContext::compress_from(const CompressedContext& base) {
-  if (spec_.trigger.kind == Trigger::Kind::MemoryCap) {
+  // A press that prunes rows during prefill cannot start from the shared, unpruned prefill.
+  if (spec_.trigger.kind == Trigger::Kind::MemoryCap || spec_.press.prunes_prefill(spec_.request)) {
     prefill(base.context_);
     return;
   }

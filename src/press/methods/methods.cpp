@@ -4,6 +4,7 @@
 #include "press/methods/gvote.h"
 #include "press/methods/kvzip.h"
 #include "press/methods/compactor.h"
+#include "press/methods/uncomp.h"
 
 namespace kvs {
 
@@ -15,6 +16,7 @@ void add_method_presses(std::vector<PressInfo>& presses) {
   add_gvote_presses(presses);
   add_kvzip_presses(presses);
   add_compactor_presses(presses);
+  add_uncomp_presses(presses);
 }
 
 void add_method_allocators(std::vector<AllocatorInfo>& allocators) {
@@ -22,6 +24,7 @@ void add_method_allocators(std::vector<AllocatorInfo>& allocators) {
   add_gvote_allocators(allocators);
   add_kvzip_allocators(allocators);
   add_compactor_allocators(allocators);
+  add_uncomp_allocators(allocators);
 }
 
 }  // namespace kvs

@@ -1,0 +1,302 @@
+// UNComp's press parts on synthetic caches, with answers built by hand: the calibration data
+// (per-sample groups, majority vote, layer groups, the two halves' agreement) from given eranks,
+// the calibration parser's refusals, the collector's Gram covariance against a direct one and the
+// eranks from it, stage row counts (Eq. 10), stepped head budgets (Eq. 11) scaled to a request
+// and summing to it exactly, the decode-time shift that keeps each head's size, and the press
+// through compress() with a calibration given by a fake probe.
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <random>
+
+#include "core/error.h"
+#include "fake_probe.h"
+#include "press/math/matrix_entropy.h"
+#include "press/methods/uncomp.h"
+#include "press/registry.h"
+#include "press_test_util.h"
+
+namespace kvs {
+namespace {
+
+using test::Synth;
+
+template <typename Fn>
+void expect_error(Fn fn, const std::string& needle) {
+  try {
+    fn();
+    ADD_FAILURE() << "no error (expected one mentioning '" << needle << "')";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+// erank[s][l][qh] for L = 2 layers, H = 4 query heads, Hkv = 2 (query heads 2k, 2k+1 -> KV head k).
+// Layer 0: KV head 0 high (10, 12), KV head 1 low (4, 6), reversed in the samples listed;
+// layer 1: KV head 1 high always (values 3 and 1 per query head: layer sum 8).
+std::vector<double> make_erank(int n_samples, const std::vector<int>& reversed) {
+  std::vector<double> e;
+  for (int s = 0; s < n_samples; ++s) {
+    const bool rev = std::find(reversed.begin(), reversed.end(), s) != reversed.end();
+    const std::vector<double> l0 = rev ? std::vector<double>{4, 6, 10, 12} : std::vector<double>{10, 12, 4, 6};
+    const std::vector<double> l1{1, 1, 3, 3};
+    e.insert(e.end(), l0.begin(), l0.end());
+    e.insert(e.end(), l1.begin(), l1.end());
+  }
+  return e;
+}
+
+TEST(Uncomp, CalibrationDataVotesGroupsAndLayerGroups) {
+  UncompCalibrateOptions o;
+  o.groups = 2;
+  o.eps = 1.0;
+  // 6 samples, sample 5 reversed in layer 0: the vote follows the majority; both halves agree.
+  const nlohmann::json j = uncomp_calibration_data(make_erank(6, {5}), 6, 2, 4, 2, o);
+  EXPECT_EQ(j["kv_head_groups"], nlohmann::json({{0, 1}, {1, 0}}));
+  // Layer values: sum over query heads, mean over samples: layer 0 = 32, layer 1 = 8; the drop
+  // 24 > eps starts a second group (Eq. 8).
+  EXPECT_DOUBLE_EQ(j["layer_erank"][0].get<double>(), 32.0);
+  EXPECT_DOUBLE_EQ(j["layer_erank"][1].get<double>(), 8.0);
+  EXPECT_EQ(j["layer_groups"], nlohmann::json({0, 1}));
+  // KV-head eranks: the mean of the group's query heads, then over samples: (5 x 11 + 5) / 6.
+  EXPECT_NEAR(j["kv_head_erank"][0][0].get<double>(), 60.0 / 6, 1e-6);
+  EXPECT_NEAR(j["head_erank"][1][2].get<double>(), 3.0, 1e-12);
+  EXPECT_EQ(j["groups"], 2);
+  EXPECT_EQ(j["samples"], 6);
+  EXPECT_EQ(j["stability"]["halves"], nlohmann::json({3, 3}));
+  EXPECT_DOUBLE_EQ(j["stability"]["agreement"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(j["stability"]["chance_agreement"].get<double>(), 0.5);  // (1/2)^2 + (1/2)^2
+
+  // 5 samples, halves [0, 2) and [2, 5): layer 0 reversed in samples 2, 3, 4 -> the second half
+  // (and the whole, 3 of 5) vote reversed, the first half normal: layer 0's two heads disagree,
+  // layer 1's agree.
+  const nlohmann::json k = uncomp_calibration_data(make_erank(5, {2, 3, 4}), 5, 2, 4, 2, o);
+  EXPECT_EQ(k["kv_head_groups"], nlohmann::json({{1, 0}, {1, 0}}));
+  EXPECT_EQ(k["stability"]["kv_head_groups_first_half"], nlohmann::json({{0, 1}, {1, 0}}));
+  EXPECT_EQ(k["stability"]["kv_head_groups_second_half"], nlohmann::json({{1, 0}, {1, 0}}));
+  EXPECT_DOUBLE_EQ(k["stability"]["agreement"].get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(k["stability"]["agreement_within_one_group"].get<double>(), 1.0);
+  // Small drops (below eps) keep one layer group.
+  o.eps = 100;
+  EXPECT_EQ(uncomp_calibration_data(make_erank(2, {}), 2, 2, 4, 2, o)["layer_groups"], nlohmann::json({0, 0}));
+  expect_error([&] { uncomp_calibration_data(std::vector<double>(3), 1, 2, 4, 2, o); }, "eranks");
+}
+
+TEST(Uncomp, CalibrationParserRefusesWhatItCannotUse) {
+  expect_error([] { uncomp_calibration(nullptr, 2, 2); }, "kvshrink calibrate --press uncomp");
+  const nlohmann::json ok = {{"groups", 2}, {"kv_head_groups", {{0, 1}, {1, 0}}}, {"layer_groups", {0, 1}}};
+  const UncompCalibration c = uncomp_calibration(&ok, 2, 2);
+  EXPECT_EQ(c.groups, 2);
+  EXPECT_EQ(c.kv_head_groups[1], (std::vector<int>{1, 0}));
+  EXPECT_EQ(c.layer_groups, (std::vector<int>{0, 1}));
+  expect_error([&] { uncomp_calibration(&ok, 3, 2); }, "'kv_head_groups' must hold 3 layers");
+  expect_error([&] { uncomp_calibration(&ok, 2, 4); }, "must hold 4 KV heads");
+  nlohmann::json bad = ok;
+  bad["kv_head_groups"][0][1] = 2;
+  expect_error([&] { uncomp_calibration(&bad, 2, 2); }, "'kv_head_groups'[0][1] must be an integer in 0..1");
+  bad = ok;
+  bad["layer_groups"] = {1, 1};
+  expect_error([&] { uncomp_calibration(&bad, 2, 2); }, "must start at 0");
+  bad = ok;
+  bad.erase("groups");
+  expect_error([&] { uncomp_calibration(&bad, 2, 2); }, "field 'groups' is missing");
+}
+
+// The collector's Gram statistics give the covariance of Eq. 1 (up to the 1/N vs 1/(N-1) factor,
+// which the normalised eigenvalues do not see), and the per-head eranks computed from them.
+TEST(Uncomp, CollectorGramCovarianceAndSampleErank) {
+  constexpr int L = 2, H = 4, Hkv = 2, D = 8, N = 24;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  Synth s = Synth::make(L, H, Hkv, D, N, [&](int, int, int, int) { return nd(rng); }, {.query_gram = QueryGram::PostRope});
+  std::vector<std::vector<float>> qs(L);
+  for (int l = 0; l < L; ++l) {
+    // Two batches, as two prefill chunks; head 3 of layer 1 is rank one (erank 1).
+    for (int b = 0; b < 2; ++b) {
+      std::vector<float> q(static_cast<size_t>(N / 2) * H * D);
+      std::vector<int32_t> pos(N / 2);
+      for (int t = 0; t < N / 2; ++t) {
+        pos[t] = b * N / 2 + t;
+        const float a = nd(rng);
+        for (int h = 0; h < H; ++h)
+          for (int d = 0; d < D; ++d)
+            q[(static_cast<size_t>(t) * H + h) * D + d] = l == 1 && h == 3 ? a * (d + 1) : nd(rng) * (1.0f + d * (h + 1) * 0.3f);
+      }
+      s.observe(l, q, pos);
+      qs[l].insert(qs[l].end(), q.begin(), q.end());
+    }
+  }
+  const std::vector<double> e = uncomp_sample_erank(*s.stats, L, 32, math::EntropyNorm::TopK);
+  ASSERT_EQ(e.size(), static_cast<size_t>(L * H));
+  for (int l = 0; l < L; ++l)
+    for (int h = 0; h < H; ++h) {
+      math::GramAccumulator acc(D);
+      acc.add(std::span<const float>(qs[l]).subspan(static_cast<size_t>(h) * D), N, H * D);
+      const std::vector<double> direct = acc.covariance();
+      const std::vector<double> streamed = s.stats->query_gram(l, h).covariance();
+      for (int i = 0; i < D * D; ++i) EXPECT_NEAR(streamed[i] * N / (N - 1), direct[i], 1e-4 * (1 + std::fabs(direct[i])));
+      EXPECT_NEAR(e[static_cast<size_t>(l) * H + h], math::truncated_entropy_of(direct, D, 32).erank, 1e-3)
+          << "layer " << l << " head " << h;
+    }
+  EXPECT_NEAR(e[static_cast<size_t>(1) * H + 3], 1.0, 1e-3);  // rank one
+  EXPECT_GT(e[0], 1.5);
+}
+
+TEST(Uncomp, StageRowsStepDownByLayerGroup) {
+  // Eq. 10: C = 3 groups over 1000 tokens, last group 375 (0.375), integer step (1000 - 375) / 2.
+  EXPECT_EQ(uncomp_stage_rows({0, 0, 1, 1, 2}, 1000, 0.375, 10), (std::vector<int64_t>{1000, 1000, 688, 688, 376}));
+  EXPECT_EQ(uncomp_stage_rows({0, 0, 0}, 1000, 0.375, 10), (std::vector<int64_t>{1000, 1000, 1000}));
+  // The protected rows bound the last group from below.
+  EXPECT_EQ(uncomp_stage_rows({0, 1}, 100, 0.05, 40), (std::vector<int64_t>{100, 40}));
+  expect_error([] { uncomp_stage_rows({0, 1}, 100, 0.0, 1); }, "stage_min");
+}
+
+UncompCalibration four_groups() {
+  UncompCalibration c;
+  c.groups = 4;
+  c.kv_head_groups = {{0, 1, 2, 3}, {3, 2, 1, 0}};
+  c.layer_groups = {0, 0};
+  return c;
+}
+
+Synth four_heads(int n) {
+  return Synth::make(2, 4, 4, 8, n, [](int l, int h, int p, int d) { return 0.01f * ((l + h + p * d) % 7); });
+}
+
+TEST(Uncomp, SteppedBudgetsScaledToTheRequestSumExactly) {
+  Synth s = four_heads(100);
+  CompressRequest r;
+  r.keep = 0.5;
+  // Weights 640, 566, 492, 418 (Eq. 11); 400 of 800 slots: 400 w / 4232 = 60.49, 53.50, 46.50,
+  // 39.51 per layer -> floors 60, 53, 46, 39 and the 4 leftover units to the largest remainders.
+  const std::vector<int32_t> b = uncomp_head_budgets(*s.cache, r, four_groups(), 640, 74, false);
+  EXPECT_EQ(b, (std::vector<int32_t>{60, 53, 47, 40, 40, 47, 53, 60}));
+  // The same from a token budget of 50 per head.
+  CompressRequest t;
+  t.max_tokens = 50;
+  EXPECT_EQ(uncomp_head_budgets(*s.cache, t, four_groups(), 640, 74, false), b);
+  // Protected tokens come first in every head: 10 sinks + 10 window, the remaining 240 stepped.
+  r.sinks = 10;
+  r.window = 10;
+  const std::vector<int32_t> p = uncomp_head_budgets(*s.cache, r, four_groups(), 640, 74, false);
+  EXPECT_EQ(std::accumulate(p.begin(), p.end(), 0), 400);
+  for (int32_t x : p) EXPECT_GE(x, 20);
+  EXPECT_GT(p[0], p[1]);
+  EXPECT_GT(p[2], p[3]);
+  // dn = 0: uniform.
+  r.sinks = r.window = 0;
+  EXPECT_EQ(uncomp_head_budgets(*s.cache, r, four_groups(), 640, 0, false), std::vector<int32_t>(8, 50));
+}
+
+TEST(Uncomp, DecodeEvictionKeepsEachHeadsSize) {
+  Synth s = four_heads(100);
+  CompressRequest r;
+  r.keep = 0.5;
+  const std::vector<int32_t> b = uncomp_head_budgets(*s.cache, r, four_groups(), 640, 74, false);
+  // Compress to those budgets (keep the first b slots), then append 3 tokens to every head (a
+  // question and a generated token).
+  CacheEdit edit(s.layout);
+  for (int i = 0; i < 8; ++i) {
+    edit.heads[static_cast<size_t>(i)].active = true;
+    edit.heads[static_cast<size_t>(i)].keep.resize(static_cast<size_t>(b[i]));
+    std::iota(edit.heads[static_cast<size_t>(i)].keep.begin(), edit.heads[static_cast<size_t>(i)].keep.end(), 0);
+  }
+  ASSERT_TRUE(s.cache->apply(edit));
+  std::vector<float> k(3 * 4 * 8, 0.1f), v(k.size(), 0.0f);
+  std::vector<int32_t> pos{100, 101, 102};
+  for (int l = 0; l < 2; ++l) ASSERT_TRUE(s.cache->append(l, 3, k.data(), v.data(), pos.data()));
+  // The runtime's decode budget is the mean length once the question was in (here 51); every
+  // head drops the same 2 tokens and keeps b + 1.
+  CompressRequest d;
+  d.max_tokens = 51;
+  const std::vector<int32_t> e = uncomp_head_budgets(*s.cache, d, four_groups(), 640, 74, false);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(e[i], b[i] + 1) << "head " << i;
+}
+
+TEST(Uncomp, GroupStageBudgetsAreCappedByPrunedHeads) {
+  // Layer 0 holds 100 tokens, layer 1 only 30 (pruned in prefill). keep 0.5 of the context
+  // (100 x 8 heads) = 400 slots: layer 1's heads keep what they hold at most, the rest goes to
+  // layer 0, still stepped by group.
+  Synth s = Synth::make(2, 4, 4, 8, 100, [](int, int, int, int) { return 0.0f; });
+  CacheEdit edit(s.layout);
+  for (int h = 0; h < 4; ++h) {
+    HeadEdit& he = edit.heads[static_cast<size_t>(4 + h)];
+    he.active = true;
+    for (int32_t p = 70; p < 100; ++p) he.keep.push_back(p);
+  }
+  ASSERT_TRUE(s.cache->apply(edit));
+  CompressRequest r;
+  r.keep = 0.5;
+  const std::vector<int32_t> b = uncomp_head_budgets(*s.cache, r, four_groups(), 640, 74, true);
+  EXPECT_EQ(std::accumulate(b.begin(), b.end(), 0), 400);
+  for (int h = 0; h < 4; ++h) EXPECT_LE(b[static_cast<size_t>(4 + h)], 30);
+  EXPECT_GE(b[0], b[1]);
+  EXPECT_GE(b[1], b[2]);
+  EXPECT_GE(b[2], b[3]);
+  // Without base_longest the base is what the heads hold (520): 260 slots.
+  const std::vector<int32_t> g = uncomp_head_budgets(*s.cache, r, four_groups(), 640, 74, false);
+  EXPECT_EQ(std::accumulate(g.begin(), g.end(), 0), 260);
+}
+
+TEST(Uncomp, RegistryVariantsAndOptions) {
+  const Press g = make_press("uncomp");
+  EXPECT_EQ(g.needs().stats.window, 8);
+  EXPECT_TRUE(g.needs().probe);
+  EXPECT_EQ(g.trigger.kind, Trigger::Kind::EveryN);
+  EXPECT_EQ(make_press("uncomp", {{"decode_every", "0"}}).trigger.kind, Trigger::Kind::OnPrefill);
+  EXPECT_EQ(g.allocator->name(), "uncomp");
+  CompressRequest half;
+  half.keep = 0.5;
+  CompressRequest all;
+  all.keep = 1.0;
+  EXPECT_FALSE(g.prunes_prefill(half));
+  const Press st = make_press("uncomp", {{"variant", "group-stage"}});
+  EXPECT_TRUE(st.prunes_prefill(half));
+  EXPECT_FALSE(st.prunes_prefill(all));  // keep 1 is the uncompressed reference
+  EXPECT_FALSE(make_press("snapkv").prunes_prefill(half));
+  expect_error([] { make_press("uncomp", {{"variant", "stage"}}); }, "variant must be group or group-stage");
+  expect_error([] { make_press("uncomp", {{"stage_queries", "9"}}); }, "stage_queries must be in 1..window");
+  // An explicit layer partition for group-stage.
+  EXPECT_EQ(uncomp_parse_layer_groups("0,0,1,2"), (std::vector<int>{0, 0, 1, 2}));
+  EXPECT_EQ(uncomp_parse_layer_groups("0/1/1"), (std::vector<int>{0, 1, 1}));
+  EXPECT_TRUE(uncomp_parse_layer_groups("calibrated").empty());
+  for (const char* bad : {"1,1", "0,2", "0,,1", "0,1,0", ""})
+    expect_error([&] { uncomp_parse_layer_groups(bad); }, "layer_groups must be");
+  // The allocator works with another scorer.
+  EXPECT_EQ(make_press("snapkv", {{"allocator", "uncomp"}, {"dn", "10"}}).allocator->name(), "uncomp");
+}
+
+TEST(Uncomp, CompressesToTheStepsWithTheCalibration) {
+  Synth s = Synth::make(2, 8, 4, 8, 64, [](int l, int h, int p, int d) { return 0.05f * ((l * 3 + h + p * (d + 1)) % 11); },
+                        {.window = 8});
+  for (int l = 0; l < 2; ++l) {
+    std::vector<float> q(static_cast<size_t>(8) * 8 * 8);
+    for (size_t i = 0; i < q.size(); ++i) q[i] = 0.1f * static_cast<float>(i % 5);
+    std::vector<int32_t> pos(8);
+    std::iota(pos.begin(), pos.end(), 56);
+    s.observe(l, q, pos);
+  }
+  const Press p = make_press("uncomp");
+  CompressRequest r;
+  r.keep = 0.25;
+  r.sinks = 2;
+  // No calibration: refused, saying how to make one.
+  expect_error([&] { s.run(p, r); }, "needs the model");
+  test::FakeProbe probe(2, s.shape, *s.threads);
+  expect_error([&] { compress(*s.cache, s.stats.get(), p, r, s.shape, *s.threads, {&probe, &s.state}); },
+               "kvshrink calibrate --press uncomp");
+  probe.calib["uncomp"] = {{"groups", 8}, {"kv_head_groups", {{0, 1, 2, 3}, {3, 2, 1, 0}}}, {"layer_groups", {0, 0}}};
+  const CompressResult res = compress(*s.cache, s.stats.get(), p, r, s.shape, *s.threads, {&probe, &s.state});
+  EXPECT_EQ(res.slots_after, static_cast<size_t>(std::lround(0.25 * 8 * 64)));
+  // Group 0 keeps the most; sinks and the l = 8 window survive in every head.
+  EXPECT_GT(s.cache->len(0, 0), s.cache->len(0, 3));
+  EXPECT_GT(s.cache->len(1, 3), s.cache->len(1, 0));
+  for (int l = 0; l < 2; ++l)
+    for (int h = 0; h < 4; ++h) {
+      const auto& pos = s.cache->head(l, h).pos;
+      for (int32_t want : {0, 1, 56, 60, 63}) EXPECT_TRUE(test::contains(pos, want)) << l << " " << h << " " << want;
+    }
+}
+
+}  // namespace
+}  // namespace kvs
