@@ -251,6 +251,10 @@ void matmul_with(const KernelTable& k, const MatmulConfig& cfg, const TensorView
     default:
       decode = n_tok < (cfg.decode_max_tok > 0 ? cfg.decode_max_tok : default_decode_max_tok(k, W.type));
   }
+  // OpenBLAS single-threaded unless asked otherwise: our pool threads call sgemm themselves, and
+  // so does attention's prefill (kvcache/attention.cpp) from inside pool tasks, where OpenBLAS's
+  // own threads would compete with ours (and spin in exec_blas_async).
+  if (cfg.blas == BlasThreading::PoolPerThread) set_blas_threads(1);
   if (decode)
     matmul_decode(k, cfg, W, x, n_tok, y, ldy, pool, scratch);
   else
