@@ -1,0 +1,61 @@
+// Private state behind the public classes of include/kvshrink/kvshrink.h (pimpl), and the one
+// place engine errors become kvshrink::Error.
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cache_meta.h"     // tools/: the .kvc header fields `kvshrink compress` writes and `ask` reads
+#include "press_options.h"  // tools/: PressOptions / PromptOptions, the CLI's way to a CompressionSpec
+#include "kvshrink/kvshrink.h"
+#include "model/model.h"
+#include "runtime/engine.h"
+#include "runtime/session.h"
+
+namespace kvshrink {
+
+struct Model::Impl {
+  std::unique_ptr<kvs::Model> model;
+  std::unique_ptr<kvs::Engine> engine;  // shared by every context of this model (one thread at a time)
+};
+
+struct Context::Impl {
+  std::shared_ptr<Model::Impl> model;   // keeps the engine alive
+  CompressOptions options;
+  kvs::cli::PressOptions press;         // the same options in the CLI's form (for the .kvc header)
+  kvs::cli::PromptOptions prompt;
+  std::unique_ptr<kvs::CompressedContext> ctx;
+  std::vector<int32_t> context_tokens;  // empty for a loaded context
+  bool uncompressed_base = false;       // from Model::prefill: Context::compress derives from it
+  std::vector<std::vector<float>> scores;  // [n_layer * n_head_kv][context_tokens] when kept
+  std::optional<double> loaded_keep_chosen;  // a loaded .kvc's keep_chosen (adopt() does not restore it)
+};
+
+namespace detail {
+
+// The CLI's option form of `o` (key=value options sorted by key).
+kvs::cli::PressOptions press_options(const CompressOptions& o);
+kvs::cli::PromptOptions prompt_options(const CompressOptions& o);
+// CompressOptions back from the CLI's form (a loaded .kvc).
+CompressOptions compress_options(const kvs::cli::PressOptions& p, const kvs::cli::PromptOptions& pr);
+kvs::AnswerOptions answer_options(const SamplingOptions& s);
+Answer to_answer(const kvs::Answer& a);
+
+// Runs fn, turning kvs::Error (and any other std::exception) into kvshrink::Error with the same
+// message, so callers need no internal type.
+template <typename Fn>
+auto guarded(Fn&& fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const Error&) {
+    throw;
+  } catch (const std::bad_alloc&) {
+    throw Error("out of memory");
+  } catch (const std::exception& e) {
+    throw Error(e.what());
+  }
+}
+
+}  // namespace detail
+}  // namespace kvshrink
