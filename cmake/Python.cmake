@@ -1,7 +1,7 @@
 # Finds pybind11 and the Python it builds for. The interpreter is the first of Python_EXECUTABLE
 # (if given), /usr/bin/python3 and python3 on PATH that imports numpy (the bindings return numpy
 # arrays; Debian's python3-numpy / python3-pybind11 / python3-pytest are for /usr/bin/python3, and
-# a python3 earlier on PATH, e.g. pyenv's, may lack them). Sets KVS_HAVE_PYTHON.
+# a python3 earlier on PATH, e.g. pyenv's, may lack them). Sets KVS_HAVE_PYTHON and KVS_HAVE_PYTEST.
 set(KVS_HAVE_PYTHON OFF)
 if(NOT Python_EXECUTABLE)
   find_program(KVS_PYTHON_ON_PATH NAMES python3)
@@ -33,7 +33,14 @@ if(Python_FOUND)
     set(KVS_HAVE_PYTHON ON)
   endif()
 endif()
+set(KVS_HAVE_PYTEST OFF)
 if(KVS_HAVE_PYTHON)
+  execute_process(COMMAND ${Python_EXECUTABLE} -c "import pytest" RESULT_VARIABLE rc OUTPUT_QUIET ERROR_QUIET)
+  if(rc EQUAL 0)
+    set(KVS_HAVE_PYTEST ON)
+  else()
+    message(WARNING "pytest not found for ${Python_EXECUTABLE}: the Python binding tests are not registered (install python3-pytest)")
+  endif()
   message(STATUS "Python bindings: pybind11 ${pybind11_VERSION}, ${Python_EXECUTABLE} (${Python_VERSION})")
 else()
   message(STATUS "Python bindings: off (needs pybind11-dev and python3-dev with numpy)")
