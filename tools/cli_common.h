@@ -26,6 +26,7 @@ void register_presses(CLI::App& app);
 void register_bench_press(CLI::App& app);
 void register_eval(CLI::App& app);  // cmd_eval.cpp
 void register_calibrate(CLI::App& app);
+void register_serve(CLI::App& app);  // cmd_serve.cpp
 
 // Options every model-running command takes.
 struct EngineOptions {

@@ -70,6 +70,7 @@ int main(int argc, char** argv) {
   kvs::cli::register_bench_press(app);
   kvs::cli::register_eval(app);
   kvs::cli::register_calibrate(app);
+  kvs::cli::register_serve(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,118 @@
+#include "runtime/answer_stepper.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "core/timer.h"
+#include "runtime/engine_probe.h"
+
+namespace kvs {
+
+AnswerStepper::AnswerStepper(Engine& engine, Sequence seq, CompressionSpec spec, std::vector<int32_t> question,
+                             AnswerOptions opt, std::shared_ptr<const BuiltContext> source)
+    : engine_(engine),
+      seq_(std::move(seq)),
+      spec_(std::move(spec)),
+      question_(std::move(question)),
+      opt_(std::move(opt)),
+      source_(std::move(source)),
+      sampler_(opt_.sampler) {
+  if (question_.empty()) fail("empty question");
+  if (!seq_.cache) seq_.cache = engine_.new_cache();
+  peak_ = seq_.cache->bytes_held();
+}
+
+void AnswerStepper::compress_for_cap(int n_next) {
+  if (spec_.trigger.kind != Trigger::Kind::MemoryCap || spec_.press.is_full()) return;
+  const KvCache& c = *seq_.cache;
+  const size_t need = c.bytes_held() + c.pages_needed_for_append(n_next) * c.layout().page_bytes();
+  if (need <= spec_.trigger.cap_bytes) return;
+  Timer t;
+  static const std::vector<int32_t> kNoTokens;
+  static const std::vector<float> kNoNll;
+  EngineProbe probe(engine_, source_ ? source_->tokens : kNoTokens, source_ ? source_->nll : kNoNll);
+  compress(*seq_.cache, seq_.stats.get(), spec_.press, spec_.request, engine_.attn_shape(), engine_.pool(),
+           {&probe, &seq_.state});
+  compress_s_ += t.seconds();
+}
+
+Engine::BatchItem AnswerStepper::next_item(int max_rows) {
+  KVS_ASSERT(phase_ != Phase::Done && max_rows > 0);
+  Engine::BatchItem it;
+  it.cache = seq_.cache.get();
+  it.observer = seq_.stats.get();
+  if (phase_ == Phase::Prefill) {
+    pending_ = std::min<int64_t>(max_rows, prefill_left());
+    compress_for_cap(static_cast<int>(pending_));
+    it.tokens = std::span<const int32_t>(question_).subspan(static_cast<size_t>(fed_), static_cast<size_t>(pending_));
+    it.want_logits = fed_ + pending_ == static_cast<int64_t>(question_.size());
+  } else {
+    compress_for_cap(1);
+    it.tokens = std::span<const int32_t>(&next_, 1);
+    it.want_logits = true;
+  }
+  return it;
+}
+
+void AnswerStepper::after_step(std::vector<float> logits) {
+  KvCache& c = *seq_.cache;
+  peak_ = std::max(peak_, c.bytes_held());
+  if (phase_ == Phase::Prefill) {
+    fed_ += pending_;
+    pending_ = 0;
+    if (fed_ < static_cast<int64_t>(question_.size())) return;
+    // The question is in: decode-time eviction keeps every head at what the sequence holds now.
+    evict_ = spec_.trigger.kind == Trigger::Kind::EveryN && !spec_.press.is_full() &&
+             !spec_.request.keeps_everything();
+    budget_ = evict_ ? mean_head_len(c) : 0;
+    phase_ = Phase::Decode;
+    sample(logits);
+    return;
+  }
+  // `step` of CompressedContext::decode: the index of the token just fed.
+  const int step = static_cast<int>(tokens_.size()) - 1;
+  if (evict_ && (step + 1) % spec_.trigger.every_n == 0 && c.max_len() > budget_) {
+    Timer t;
+    static const std::vector<int32_t> kNoTokens;
+    static const std::vector<float> kNoNll;
+    EngineProbe probe(engine_, source_ ? source_->tokens : kNoTokens, source_ ? source_->nll : kNoNll);
+    evict_to_budget(engine_, seq_, spec_, budget_, &probe);
+    compress_s_ += t.seconds();
+    ++evictions_;
+  }
+  sample(logits);
+}
+
+void AnswerStepper::sample(std::span<const float> logits) {
+  if (opt_.max_new_tokens <= 0) {
+    phase_ = Phase::Done;
+    finish_ = FinishReason::Length;
+    return;
+  }
+  const Tokenizer& tok = *engine_.model().tokenizer;
+  const int32_t next = sampler_.sample(logits);
+  if (opt_.stop_at_eog && tok.is_eog(next)) {
+    phase_ = Phase::Done;
+    finish_ = FinishReason::Stop;
+    return;
+  }
+  tokens_.push_back(next);
+  text_ += tok.token_bytes(next);
+  for (const auto& st : opt_.stop) {
+    const auto p = text_.find(st);
+    if (!st.empty() && p != std::string::npos) {
+      text_.resize(p);
+      phase_ = Phase::Done;
+      finish_ = FinishReason::Stop;
+    }
+  }
+  if (phase_ == Phase::Done) return;
+  if (static_cast<int>(tokens_.size()) == opt_.max_new_tokens) {
+    phase_ = Phase::Done;
+    finish_ = FinishReason::Length;
+    return;
+  }
+  next_ = next;
+}
+
+}  // namespace kvs

@@ -1,0 +1,345 @@
+#include "server/api_request.h"
+
+#include <fmt/format.h>
+
+#include <cctype>
+#include <cmath>
+
+#include "core/error.h"
+#include "press/params.h"
+#include "server/json_fields.h"
+
+namespace kvs::server {
+
+namespace {
+
+constexpr int64_t kMaxPositions = int64_t{1} << 30;
+
+// A press option value as the "key=value" text the option parser takes.
+std::string option_text(const JsonFields& f, const std::string& key, const nlohmann::json& v) {
+  if (v.is_string()) {
+    const auto& s = v.get_ref<const std::string&>();
+    if (s.size() > 256) f.bad(key, "is too long (at most 256 bytes)");
+    return s;
+  }
+  if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
+  if (v.is_number_integer()) return fmt::format("{}", v.get<int64_t>());
+  if (v.is_number_unsigned()) return fmt::format("{}", v.get<uint64_t>());
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (!std::isfinite(d)) f.bad(key, "must be finite");
+    if (d == std::floor(d) && std::fabs(d) < 1e15) return fmt::format("{}", static_cast<int64_t>(d));
+    return fmt::format("{}", d);
+  }
+  f.bad(key, fmt::format("must be a string, number or boolean, got {}", json_type_name(v)));
+}
+
+std::vector<ChatMessage> parse_messages(const JsonFields& f, const nlohmann::json* v, const RequestLimits& lim) {
+  if (!v) f.bad("messages", "is required");
+  if (!v->is_array()) f.bad("messages", fmt::format("must be an array, got {}", json_type_name(*v)));
+  if (v->empty()) f.bad("messages", "must hold at least one message");
+  if (static_cast<int>(v->size()) > lim.max_messages) f.bad("messages", fmt::format("holds more than {} messages", lim.max_messages));
+  std::vector<ChatMessage> out;
+  for (size_t i = 0; i < v->size(); ++i) {
+    const std::string prefix = fmt::format("messages[{}].", i);
+    JsonFields m((*v)[i], prefix);
+    m.allow_only({"role", "content", "name"});
+    const auto role = m.string("role", 32);
+    if (!role) m.bad("role", "is required");
+    std::string r = *role;
+    if (r == "developer") r = "system";
+    if (r != "system" && r != "user" && r != "assistant")
+      m.bad("role", fmt::format("must be 'system', 'user' or 'assistant' (tool messages are not supported), got '{}'", r));
+    m.string("name", 256);
+    std::string content;
+    const nlohmann::json* c = m.get("content");
+    if (!c) m.bad("content", "is required");
+    if (c->is_string()) {
+      content = c->get<std::string>();
+    } else if (c->is_array()) {
+      // Content parts: only text parts.
+      for (size_t k = 0; k < c->size(); ++k) {
+        JsonFields part((*c)[k], fmt::format("{}content[{}].", prefix, k));
+        part.allow_only({"type", "text"});
+        const auto type = part.string("type", 32);
+        if (type != "text") part.bad("type", "must be 'text' (only text content is supported)");
+        const auto text = part.string("text", lim.max_body_bytes);
+        if (!text) part.bad("text", "is required");
+        content += *text;
+      }
+    } else {
+      m.bad("content", fmt::format("must be a string or an array of text parts, got {}", json_type_name(*c)));
+    }
+    out.push_back({r, content});
+  }
+  return out;
+}
+
+std::vector<std::string> parse_stop(const JsonFields& f, const RequestLimits& lim) {
+  const nlohmann::json* v = f.get("stop");
+  std::vector<std::string> out;
+  if (!v) return out;
+  auto add = [&](const nlohmann::json& s) {
+    if (!s.is_string()) f.bad("stop", fmt::format("must be a string or an array of strings, got {}", json_type_name(s)));
+    const auto& str = s.get_ref<const std::string&>();
+    if (str.empty()) f.bad("stop", "must not hold an empty string");
+    if (str.size() > lim.max_stop_bytes) f.bad("stop", fmt::format("strings must be at most {} bytes", lim.max_stop_bytes));
+    out.push_back(str);
+  };
+  if (v->is_array()) {
+    if (static_cast<int>(v->size()) > lim.max_stop) f.bad("stop", fmt::format("holds more than {} strings", lim.max_stop));
+    for (const auto& s : *v) add(s);
+  } else {
+    add(*v);
+  }
+  return out;
+}
+
+// Parameters OpenAI defines that this server supports at their default value only.
+void refuse_unsupported(const JsonFields& f) {
+  auto unsupported = [&](const char* key, const std::string& what) {
+    throw bad_request(fmt::format("'{}' {} is not supported by this server", key, what), key, "unsupported_parameter");
+  };
+  if (auto n = f.integer("n", 1, 128); n && *n != 1) unsupported("n", "other than 1");
+  if (auto n = f.integer("best_of", 1, 128); n && *n != 1) unsupported("best_of", "other than 1");
+  if (f.boolean("echo").value_or(false)) unsupported("echo", "true");
+  if (auto s = f.string("suffix", 1 << 20); s && !s->empty()) unsupported("suffix", "");
+  if (const nlohmann::json* lp = f.get("logprobs")) {
+    if (!(lp->is_boolean() && !lp->get<bool>()) && !(lp->is_number_integer() && lp->get<int64_t>() == 0))
+      unsupported("logprobs", "");
+  }
+  if (auto n = f.integer("top_logprobs", 0, 20); n && *n != 0) unsupported("top_logprobs", "");
+  for (const char* k : {"presence_penalty", "frequency_penalty"})
+    if (auto p = f.number(k, -2.0, 2.0); p && *p != 0.0) unsupported(k, "other than 0");
+  if (const nlohmann::json* lb = f.get("logit_bias")) {
+    if (!lb->is_object()) f.bad("logit_bias", "must be an object");
+    if (!lb->empty()) unsupported("logit_bias", "");
+  }
+  if (const nlohmann::json* rf = f.get("response_format")) {
+    JsonFields r(*rf, "response_format.");
+    if (r.string("type", 64).value_or("text") != "text") unsupported("response_format", "other than text");
+  }
+  if (const nlohmann::json* t = f.get("tools")) {
+    if (!t->is_array()) f.bad("tools", "must be an array");
+    if (!t->empty()) unsupported("tools", "");
+  }
+  if (const nlohmann::json* t = f.get("tool_choice")) {
+    if (!(t->is_string() && t->get<std::string>() == "none")) unsupported("tool_choice", "other than 'none'");
+  }
+}
+
+void parse_common(const JsonFields& f, const RequestLimits& lim, GenerateRequest& r, int default_max_tokens) {
+  r.model = f.string("model", 256).value_or("");
+  refuse_unsupported(f);
+  f.string("user", 1024);
+  f.boolean("store");
+  f.boolean("parallel_tool_calls");
+  f.string("service_tier", 64);
+  if (const nlohmann::json* m = f.get("metadata"); m && !m->is_object()) f.bad("metadata", "must be an object");
+  std::optional<int64_t> mt = f.integer("max_tokens", 1, lim.max_tokens);
+  if (!mt) mt = f.integer("max_completion_tokens", 1, lim.max_tokens);
+  r.max_tokens = static_cast<int>(mt.value_or(std::min(default_max_tokens, lim.max_tokens)));
+  // OpenAI's defaults: temperature 1, top_p 1 (no filter); top_k and min_p are extensions (off).
+  r.sampler.temp = static_cast<float>(f.number("temperature", 0.0, 2.0).value_or(1.0));
+  r.sampler.top_p = static_cast<float>(f.number("top_p", 0.0, 1.0, true).value_or(1.0));
+  r.sampler.top_k = static_cast<int>(f.integer("top_k", 0, std::max(lim.n_vocab, 1)).value_or(0));
+  r.sampler.min_p = static_cast<float>(f.number("min_p", 0.0, 1.0).value_or(0.0));
+  if (r.sampler.min_p >= 1.0f) f.bad("min_p", "must be below 1");
+  if (auto s = f.integer("seed", INT64_MIN, INT64_MAX)) {
+    r.sampler.seed = static_cast<uint64_t>(*s);
+    r.seeded = true;
+  }
+  r.stop = parse_stop(f, lim);
+  r.ignore_eos = f.boolean("ignore_eos").value_or(false);
+  r.stream = f.boolean("stream").value_or(false);
+  if (const nlohmann::json* so = f.get("stream_options")) {
+    JsonFields s(*so, "stream_options.");
+    s.allow_only({"include_usage", "include_obfuscation"});
+    r.include_usage = s.boolean("include_usage").value_or(false);
+    s.boolean("include_obfuscation");
+    if (!r.stream) f.bad("stream_options", "is only allowed with stream: true");
+  }
+  if (auto id = f.string("context_id", 256)) {
+    if (!valid_context_id(*id)) f.bad("context_id", "must be a context id (letters, digits, '_' and '-', at most 64)");
+    r.context_id = *id;
+  }
+  if (const nlohmann::json* c = f.get("kv_compression")) {
+    if (r.context_id)
+      f.bad("kv_compression", "cannot be combined with context_id: a context is compressed once, when it is created");
+    r.compression = parse_compression(*c);
+  }
+}
+
+}  // namespace
+
+Compression parse_compression(const nlohmann::json& j, const std::string& param) {
+  JsonFields f(j, param + ".");
+  f.allow_only({"press", "keep", "budget", "quality", "sinks", "window", "trigger", "seed", "options"});
+  Compression c;
+  SpecArgs& a = c.args;
+  const auto press = f.string("press", 64);
+  if (!press) f.bad("press", "is required (see GET /v1/presses or `kvshrink presses`)");
+  a.press = *press;
+  c.echo["press"] = a.press;
+  if (const nlohmann::json* k = f.get("keep")) {
+    if (k->is_string()) {
+      if (k->get<std::string>() != "auto") f.bad("keep", "must be a ratio in (0, 1] or 'auto'");
+      c.echo["keep"] = "auto";
+    } else {
+      a.keep = f.number("keep", 0.0, 1.0, true);
+      c.echo["keep"] = *a.keep;
+    }
+  }
+  if (auto b = f.integer("budget", 0, kMaxPositions)) {
+    a.budget = static_cast<int32_t>(*b);
+    c.echo["budget"] = *b;
+  }
+  if (auto q = f.number("quality", 0.0, 1.0, true)) {
+    a.quality = *q;
+    c.echo["quality"] = *q;
+  }
+  if (auto s = f.integer("sinks", 0, kMaxPositions)) {
+    a.sinks = static_cast<int>(*s);
+    c.echo["sinks"] = *s;
+  }
+  if (auto w = f.integer("window", 0, kMaxPositions)) {
+    a.window = static_cast<int>(*w);
+    c.echo["window"] = *w;
+  }
+  if (auto t = f.string("trigger", 64)) {
+    a.trigger = *t;
+    c.echo["trigger"] = *t;
+  }
+  if (auto s = f.integer("seed", 0, INT64_MAX)) {
+    a.seed = static_cast<uint64_t>(*s);
+    c.echo["seed"] = *s;
+  }
+  if (const nlohmann::json* o = f.get("options")) {
+    JsonFields opts(*o, param + ".options.");
+    nlohmann::json echo = nlohmann::json::object();
+    if (o->size() > 64) f.bad("options", "holds more than 64 options");
+    for (const auto& [k, v] : o->items()) {
+      if (k.empty() || k.size() > 64) f.bad("options", "keys must be 1..64 bytes");
+      a.options[k] = option_text(opts, k, v);
+      echo[k] = a.options[k];
+    }
+    c.echo["options"] = echo;
+  }
+  try {
+    c.spec = make_compression_spec(a);
+  } catch (const Error& e) {
+    throw bad_request(fmt::format("'{}': {}", param, e.what()), param, "invalid_compression");
+  }
+  return c;
+}
+
+Compression no_compression() {
+  Compression c;
+  c.args.press = "full";
+  c.args.keep = 1.0;
+  c.spec = make_compression_spec(c.args);
+  c.echo = {{"press", "full"}};
+  return c;
+}
+
+nlohmann::json parse_body(const std::string& body) {
+  nlohmann::json j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) throw bad_request("the request body is not valid JSON", "", "invalid_json");
+  if (!j.is_object()) throw bad_request(fmt::format("the request body must be a JSON object, got {}", json_type_name(j)));
+  return j;
+}
+
+bool valid_context_id(const std::string& id) {
+  if (id.empty() || id.size() > 64) return false;
+  for (char c : id)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-')) return false;
+  return true;
+}
+
+GenerateRequest parse_completion(const nlohmann::json& body, const RequestLimits& lim) {
+  JsonFields f(body);
+  f.allow_only({"model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "min_p", "n", "best_of", "stream",
+                "stream_options", "stop", "seed", "user", "logprobs", "echo", "suffix", "presence_penalty",
+                "frequency_penalty", "logit_bias", "kv_compression", "context_id", "ignore_eos", "metadata", "store",
+                "service_tier", "parallel_tool_calls"});
+  GenerateRequest r;
+  parse_common(f, lim, r, lim.default_max_tokens_completion);
+  const nlohmann::json* p = f.get("prompt");
+  if (!p) f.bad("prompt", "is required");
+  // A string, an array of one string, an array of token ids, or an array of one array of ids.
+  const nlohmann::json* one = p;
+  if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) one = &(*p)[0];
+  if (one->is_string()) {
+    r.prompt = one->get<std::string>();
+  } else if (one->is_array()) {
+    if (one->empty()) f.bad("prompt", "must not be empty");
+    if (one->size() > static_cast<size_t>(lim.max_prompt_tokens))
+      throw bad_request(fmt::format("the prompt has {} tokens, more than this server's limit of {}", one->size(),
+                                    lim.max_prompt_tokens),
+                        "prompt", "context_length_exceeded");
+    std::vector<int32_t> ids;
+    for (const auto& t : *one) {
+      if (t.is_string() || t.is_array())
+        f.bad("prompt", "holds several prompts; this server answers one prompt per request");
+      if (!t.is_number_integer() && !t.is_number_unsigned())
+        f.bad("prompt", fmt::format("token ids must be integers, got {}", json_type_name(t)));
+      const int64_t id = t.is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(t.get<uint64_t>(), INT64_MAX))
+                                                : t.get<int64_t>();
+      if (id < 0 || id >= lim.n_vocab)
+        f.bad("prompt", fmt::format("token id {} is outside the vocabulary (0..{})", id, lim.n_vocab - 1));
+      ids.push_back(static_cast<int32_t>(id));
+    }
+    r.prompt_ids = std::move(ids);
+  } else {
+    f.bad("prompt", fmt::format("must be a string, an array of token ids or an array of one string, got {}",
+                                p->is_array() ? "an array of several prompts" : json_type_name(*p)));
+  }
+  return r;
+}
+
+GenerateRequest parse_chat(const nlohmann::json& body, const RequestLimits& lim) {
+  JsonFields f(body);
+  f.allow_only({"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "min_p", "n",
+                "stream", "stream_options", "stop", "seed", "user", "logprobs", "top_logprobs", "presence_penalty",
+                "frequency_penalty", "logit_bias", "response_format", "tools", "tool_choice", "parallel_tool_calls",
+                "store", "metadata", "service_tier", "kv_compression", "context_id", "ignore_eos"});
+  GenerateRequest r;
+  r.chat = true;
+  parse_common(f, lim, r, lim.default_max_tokens_chat);
+  r.messages = parse_messages(f, f.get("messages"), lim);
+  return r;
+}
+
+ContextRequest parse_context(const nlohmann::json& body, const RequestLimits& lim) {
+  JsonFields f(body);
+  f.allow_only({"model", "text", "tokens", "messages", "kv_compression"});
+  ContextRequest r;
+  r.model = f.string("model", 256).value_or("");
+  r.text = f.string("text", lim.max_body_bytes);
+  if (const nlohmann::json* t = f.get("tokens")) {
+    if (!t->is_array()) f.bad("tokens", fmt::format("must be an array of token ids, got {}", json_type_name(*t)));
+    if (t->size() > static_cast<size_t>(lim.max_prompt_tokens))
+      throw bad_request(fmt::format("the context has {} tokens, more than this server's limit of {}", t->size(),
+                                    lim.max_prompt_tokens),
+                        "tokens", "context_length_exceeded");
+    std::vector<int32_t> ids;
+    for (const auto& x : *t) {
+      if (!x.is_number_integer() && !x.is_number_unsigned()) f.bad("tokens", "must hold integers");
+      const int64_t id = x.is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(x.get<uint64_t>(), INT64_MAX))
+                                                : x.get<int64_t>();
+      if (id < 0 || id >= lim.n_vocab)
+        f.bad("tokens", fmt::format("token id {} is outside the vocabulary (0..{})", id, lim.n_vocab - 1));
+      ids.push_back(static_cast<int32_t>(id));
+    }
+    r.tokens = std::move(ids);
+  }
+  if (f.has("messages")) r.messages = parse_messages(f, f.get("messages"), lim);
+  if (int(r.text.has_value()) + int(r.tokens.has_value()) + int(!r.messages.empty()) > 1)
+    f.bad("text", "'tokens' and 'messages' are exclusive: give one");
+  if (!r.text && !r.tokens && r.messages.empty()) f.bad("text", "'tokens' or 'messages' is required");
+  if (r.text && r.text->empty()) f.bad("text", "must not be empty");
+  if (const nlohmann::json* c = f.get("kv_compression")) r.compression = parse_compression(*c);
+  return r;
+}
+
+}  // namespace kvs::server

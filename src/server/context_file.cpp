@@ -1,0 +1,167 @@
+#include "server/context_file.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <ctime>
+#include <filesystem>
+
+#include "core/error.h"
+#include "kvcache/cache_file.h"
+#include "kvcache/header_fields.h"
+#include "press/params.h"
+
+namespace kvs::server {
+
+namespace {
+
+constexpr int64_t kMaxPos = int64_t{1} << 30;
+
+nlohmann::json state_json(const PressState& s) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [k, v] : s.values) j[k] = v;
+  return j;
+}
+
+PressState state_from(const nlohmann::json& meta, const std::string& file) {
+  PressState s;
+  if (!meta.contains("press_state") || meta.at("press_state").is_null()) return s;
+  const auto& j = meta.at("press_state");
+  if (!j.is_object()) fail("{}: header field 'press_state' must be an object", file);
+  for (const auto& [k, v] : j.items()) {
+    if (!v.is_array()) fail("{}: press_state '{}' must be an array of numbers", file, k);
+    std::vector<double> xs;
+    for (const auto& x : v) {
+      if (!x.is_number() || !std::isfinite(x.get<double>()))
+        fail("{}: press_state '{}' must hold finite numbers", file, k);
+      xs.push_back(x.get<double>());
+    }
+    s.values[k] = std::move(xs);
+  }
+  return s;
+}
+
+}  // namespace
+
+nlohmann::json KvcContextCodec::header(const ServedContext& c) const {
+  const BuiltContext& b = *c.built;
+  const SpecArgs& a = c.args;
+  nlohmann::json j;
+  std::error_code ec;
+  const auto abs = std::filesystem::absolute(model_.path, ec);
+  j["model_path"] = ec ? model_.path : abs.string();
+  j["model_name"] = model_.name;
+  j["model_fingerprint"] = fmt::format("{:016x}", model_.fingerprint);
+  j["press"] = a.press;
+  std::vector<std::string> opts;
+  for (const auto& [k, v] : a.options) opts.push_back(k + "=" + v);
+  j["press_options"] = opts;
+  j["keep"] = a.keep ? nlohmann::json(*a.keep) : nlohmann::json(nullptr);
+  if (a.quality) j["quality"] = *a.quality;
+  j["keep_measured"] = b.keep_measured();
+  j["keep_chosen"] = b.keep_chosen() ? nlohmann::json(*b.keep_chosen()) : nlohmann::json(nullptr);
+  j["press_state"] = state_json(b.seq.state);
+  j["budget"] = a.budget;
+  j["sinks"] = a.sinks;
+  j["window"] = a.window;
+  j["trigger"] = a.trigger;
+  j["seed"] = a.seed;
+  j["chat"] = false;
+  j["question_template"] = "";
+  j["context_tokens"] = b.n_tokens;
+  j["full_bytes"] = b.full_bytes;
+  j["full_slots"] = b.full_slots;
+  nlohmann::json s;
+  s["id"] = c.info.id;
+  s["created"] = c.info.created;
+  s["format"] = c.info.format;
+  s["roles"] = c.info.roles;
+  s["compression"] = c.info.compression;
+  j["server"] = s;
+  return j;
+}
+
+void KvcContextCodec::save(const ServedContext& c, const std::string& path) {
+  save_cache(path, *c.built->seq.cache, header(c));
+}
+
+std::shared_ptr<ServedContext> KvcContextCodec::load(const std::string& path, const std::string& id) {
+  const nlohmann::json meta = read_cache_header(path);
+  const CacheHeaderLayout h = check_cache_header(meta, path);
+  const HeaderFields f(meta, path);
+  const std::string want = f.string_or("model_fingerprint", "");
+  const std::string have = fmt::format("{:016x}", model_.fingerprint);
+  if (want != have)
+    fail("{}: made with model '{}' (fingerprint {}), not this server's '{}' ({})", path, f.string_or("model_name", "?"),
+         want.empty() ? "missing" : want, model_.name, have);
+  auto c = std::make_shared<ServedContext>();
+  SpecArgs& a = c->args;
+  a.press = f.string_or("press", "full");
+  a.options = parse_params(f.strings_or("press_options"));
+  a.keep = f.number_or_null("keep", 0.0, 1.0);
+  if (a.keep && *a.keep <= 0.0) f.bad("keep", "must be in (0, 1]");
+  if (f.has("quality")) a.quality = f.number_or("quality", 0.0, 1.0, true, 1.0);
+  a.budget = static_cast<int32_t>(f.integer_or("budget", 0, kMaxPos, 0));
+  a.sinks = static_cast<int>(f.integer_or("sinks", -1, kMaxPos, -1));
+  a.window = static_cast<int>(f.integer_or("window", -1, kMaxPos, -1));
+  a.trigger = f.string_or("trigger", "");
+  a.seed = f.uint64_or("seed", 0);
+  CompressionSpec spec;
+  try {
+    spec = make_compression_spec(a);
+  } catch (const Error& e) {
+    fail("{}: header fields 'press', 'press_options', 'keep' or 'trigger': {}", path, e.what());
+  }
+  const int64_t all_slots = int64_t{h.n_layer} * h.n_head_kv * h.n_past;
+  const size_t full_slots = static_cast<size_t>(f.integer_or("full_slots", static_cast<int64_t>(h.slots), all_slots,
+                                                             static_cast<int64_t>(h.slots)));
+  const size_t full_bytes = static_cast<size_t>(f.integer_or("full_bytes", 0, int64_t{1} << 50, 0));
+  const int32_t n_tokens = static_cast<int32_t>(f.integer_or("context_tokens", 0, h.n_past, h.n_past));
+  const std::optional<double> chosen = f.number_or_null("keep_chosen", 0.0, 1.0);
+  PressState state = state_from(meta, path);
+
+  ContextInfo& info = c->info;
+  info.id = id;
+  info.created = static_cast<int64_t>(std::time(nullptr));
+  nlohmann::json echo = {{"press", a.press}};
+  if (meta.contains("server") && meta.at("server").is_object()) {
+    const HeaderFields s(meta.at("server"), path + " (server)");
+    info.created = s.integer_or("created", 0, int64_t{1} << 40, info.created);
+    info.format = s.string_or("format", "text");
+    if (info.format != "text" && info.format != "chat") s.bad("format", "must be 'text' or 'chat'");
+    for (const std::string& r : s.strings_or("roles")) {
+      if (r != "system" && r != "user" && r != "assistant") s.bad("roles", "must hold 'system', 'user' or 'assistant'");
+      info.roles.push_back(r);
+    }
+    if (info.format == "chat" && info.roles.empty()) s.bad("roles", "must not be empty for a chat context");
+    s.object_if_present("compression");
+    if (meta.at("server").contains("compression") && meta.at("server").at("compression").is_object())
+      echo = meta.at("server").at("compression");
+  }
+  info.compression = echo;
+
+  LoadedCache lc = load_cache(path, engine_.page_pool(), engine_.kv_layout());
+  auto b = std::make_shared<BuiltContext>();
+  b->spec = spec;
+  b->seq.cache = std::move(lc.cache);
+  b->seq.stats = engine_.new_stats(spec.press.needs().stats);
+  b->seq.state = std::move(state);
+  b->n_tokens = n_tokens;
+  b->full_slots = full_slots;
+  b->full_bytes = full_bytes ? full_bytes : full_context_bytes(b->seq.cache->layout(), n_tokens);
+  b->result.slots_before = full_slots;
+  b->result.slots_after = b->seq.cache->total_slots();
+  b->kept_slots = b->result.slots_after;
+  b->result.bytes_before = b->full_bytes;
+  b->result.bytes_after = b->seq.cache->bytes_held();
+  b->result.keep_chosen = chosen;
+  info.n_tokens = n_tokens;
+  info.kv_bytes_full = b->full_bytes;
+  info.kv_bytes_held = b->seq.cache->bytes_held();
+  info.keep_measured = b->keep_measured();
+  info.keep_chosen = chosen;
+  c->built = std::move(b);
+  return c;
+}
+
+}  // namespace kvs::server

@@ -1,0 +1,32 @@
+// Stored contexts as .kvc files (kvcache/cache_file.h). The header carries the same fields as
+// `kvshrink compress` writes (model identity, press and parameters, keep ratios, press state,
+// full size; see tools/cache_meta.h), so `kvshrink ask DIR/<id>.kvc "question"` answers from a
+// context the server made, plus a "server" object: the id, creation time, format ("text" or
+// "chat") and the chat roles. Loading checks every field it uses (types, ranges, the model's
+// fingerprint, the press and options through make_compression_spec) before trusting it.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "model/model.h"
+#include "runtime/engine.h"
+#include "server/context_store.h"
+
+namespace kvs::server {
+
+class KvcContextCodec : public ContextCodec {
+ public:
+  KvcContextCodec(Engine& engine, const Model& model) : engine_(engine), model_(model) {}
+  void save(const ServedContext& c, const std::string& path) override;
+  std::shared_ptr<ServedContext> load(const std::string& path, const std::string& id) override;
+
+  // The header written for `c` (without the layout fields save_cache adds).
+  nlohmann::json header(const ServedContext& c) const;
+
+ private:
+  Engine& engine_;
+  const Model& model_;
+};
+
+}  // namespace kvs::server

@@ -1,0 +1,26 @@
+// Contexts persisted as .kvc files in a directory (`kvshrink serve --contexts-dir DIR`): every
+// context created is written to DIR/<id>.kvc (atomically: a temporary renamed into place) and
+// deleted with the context; at start every DIR/*.kvc made with this model is loaded back.
+#pragma once
+#include <string>
+
+#include "server/context_store.h"
+
+namespace kvs::server {
+
+class DirContextStore : public MemoryContextStore {
+ public:
+  // Creates `dir` if missing; throws kvs::Error if it is not a writable directory.
+  DirContextStore(std::string dir, ContextCodec& codec);
+  void put(std::shared_ptr<ServedContext> c) override;
+  bool remove(const std::string& id) override;
+  std::vector<std::string> restore() override;
+  std::string describe() const override { return "directory " + dir_; }
+  std::string path_of(const std::string& id) const;
+
+ private:
+  std::string dir_;
+  ContextCodec& codec_;
+};
+
+}  // namespace kvs::server

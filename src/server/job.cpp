@@ -1,0 +1,32 @@
+#include "server/job.h"
+
+namespace kvs::server {
+
+JobSnapshot Job::wait(uint64_t seen, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> l(mu_);
+  cv_.wait_for(l, timeout, [&] { return s_.version > seen; });
+  return s_;
+}
+
+JobSnapshot Job::snapshot() {
+  std::lock_guard<std::mutex> l(mu_);
+  return s_;
+}
+
+void Job::update(const std::function<void(JobSnapshot&)>& fn) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    fn(s_);
+    ++s_.version;
+  }
+  cv_.notify_all();
+}
+
+void Job::fail(const ApiError& e) {
+  update([&](JobSnapshot& s) {
+    s.state = JobSnapshot::State::Failed;
+    s.error = e;
+  });
+}
+
+}  // namespace kvs::server

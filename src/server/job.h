@@ -1,0 +1,84 @@
+// One request's work as the scheduler sees it (the input the handler prepared) and as the handler
+// sees it (a snapshot of the progress, updated by the scheduler after every step, waited on by
+// the handler). Cancelling (the client went away) is a flag the scheduler reads between steps.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/session.h"
+#include "server/api_error.h"
+#include "server/api_request.h"
+#include "server/served_context.h"
+
+namespace kvs::server {
+
+struct JobInput {
+  enum class Kind { Generate, CreateContext };
+  Kind kind = Kind::Generate;
+  std::string context_id;       // Generate: answer from this stored context (empty: a fresh sequence)
+  std::vector<int32_t> tokens;  // Generate: the prompt (fresh) or the question (context); CreateContext: the context
+  Compression compression;      // of a fresh prompt (its last token is the question) or of a new context
+  AnswerOptions answer;         // Generate
+  ContextInfo context;          // CreateContext: format, roles and compression echo of the new context
+};
+
+// What a finished generation used (OpenAI's usage plus the KV figures).
+struct JobUsage {
+  int64_t prompt_tokens = 0;   // context + prompt tokens the answer attends to
+  int64_t cached_tokens = 0;   // of which came from a stored context (not prefilled by this request)
+  int64_t completion_tokens = 0;
+  size_t kv_bytes_full = 0;    // what the sequence would hold uncompressed (whole pages)
+  size_t kv_bytes_held = 0;    // what it held at the end
+  size_t kv_bytes_peak = 0;
+  double keep_ratio = 1.0;     // fraction of the context's slots kept by compression
+  std::optional<double> keep_chosen;
+  std::string press = "full";
+  int evictions = 0;           // decode-time compressions
+  bool kv_memory_exhausted = false;  // stopped early: the KV pool's cap was reached
+  double queued_s = 0, prefill_s = 0, decode_s = 0;  // wall time in the queue, to the first token, after it
+};
+
+struct JobSnapshot {
+  enum class State { Queued, Running, Done, Failed, Cancelled };
+  State state = State::Queued;
+  uint64_t version = 0;
+  std::string text;             // generated so far (Generate)
+  int64_t n_generated = 0;
+  std::string finish_reason;    // "stop" | "length" when Done
+  JobUsage usage;
+  std::optional<ApiError> error;   // when Failed
+  std::optional<ContextInfo> context;  // CreateContext, when Done
+};
+
+class Job {
+ public:
+  explicit Job(JobInput in) : input(std::move(in)), enqueued(std::chrono::steady_clock::now()) {}
+  JobInput input;
+  const std::chrono::steady_clock::time_point enqueued;
+
+  void cancel() { cancelled_ = true; }
+  bool cancelled() const { return cancelled_; }
+
+  // Handler side: waits until the snapshot's version passes `seen` or `timeout` elapses.
+  JobSnapshot wait(uint64_t seen, std::chrono::milliseconds timeout);
+  JobSnapshot snapshot();
+
+  // Scheduler side.
+  void update(const std::function<void(JobSnapshot&)>& fn);
+  void fail(const ApiError& e);
+
+ private:
+  std::atomic<bool> cancelled_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  JobSnapshot s_;
+};
+
+}  // namespace kvs::server

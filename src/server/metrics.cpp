@@ -1,0 +1,145 @@
+#include "server/metrics.h"
+
+#include <fmt/format.h>
+
+namespace kvs::server {
+
+namespace {
+
+// Label values are ours (endpoints, press names), but escape anyway.
+std::string esc(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '\\' || c == '"') o += '\\';
+    if (c == '\n') {
+      o += "\\n";
+      continue;
+    }
+    o += c;
+  }
+  return o;
+}
+
+void header(std::string& out, const char* name, const char* type, const char* help) {
+  out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+}
+
+}  // namespace
+
+void Metrics::request(const std::string& endpoint, int status, double seconds) {
+  std::lock_guard<std::mutex> l(mu_);
+  ++requests_[{endpoint, status}];
+  Histogram& h = latency_[endpoint];
+  for (size_t i = 0; i < kBuckets.size(); ++i)
+    if (seconds <= kBuckets[i]) ++h.le[i];
+  ++h.count;
+  h.sum += seconds;
+}
+
+void Metrics::tokens(int64_t prompt, int64_t generated) {
+  std::lock_guard<std::mutex> l(mu_);
+  prompt_tokens_ += prompt;
+  generated_tokens_ += generated;
+}
+
+void Metrics::compression(const std::string& press, size_t bytes_before, size_t bytes_after) {
+  std::lock_guard<std::mutex> l(mu_);
+  ++compressions_[press];
+  compress_bytes_before_[press] += bytes_before;
+  compress_bytes_after_[press] += bytes_after;
+}
+
+void Metrics::step(int decode_rows, int prefill_rows, double seconds) {
+  std::lock_guard<std::mutex> l(mu_);
+  ++steps_;
+  decode_rows_ += static_cast<uint64_t>(decode_rows);
+  prefill_rows_ += static_cast<uint64_t>(prefill_rows);
+  step_seconds_ += seconds;
+}
+
+void Metrics::cancelled() {
+  std::lock_guard<std::mutex> l(mu_);
+  ++cancelled_;
+}
+
+int64_t Metrics::cancelled_count() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return cancelled_;
+}
+
+void Metrics::rejected(const std::string& reason) {
+  std::lock_guard<std::mutex> l(mu_);
+  ++rejected_[reason];
+}
+
+void Metrics::set_gauges(const SchedulerGauges& g) {
+  std::lock_guard<std::mutex> l(mu_);
+  g_ = g;
+}
+
+SchedulerGauges Metrics::gauges() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return g_;
+}
+
+std::string Metrics::render() const {
+  std::lock_guard<std::mutex> l(mu_);
+  std::string o;
+  header(o, "kvshrink_requests_total", "counter", "HTTP requests by endpoint and status code.");
+  for (const auto& [k, n] : requests_)
+    o += fmt::format("kvshrink_requests_total{{endpoint=\"{}\",status=\"{}\"}} {}\n", esc(k.first), k.second, n);
+  header(o, "kvshrink_request_duration_seconds", "histogram", "HTTP request latency (to the last byte) by endpoint.");
+  for (const auto& [ep, h] : latency_) {
+    for (size_t i = 0; i < kBuckets.size(); ++i)
+      o += fmt::format("kvshrink_request_duration_seconds_bucket{{endpoint=\"{}\",le=\"{}\"}} {}\n", esc(ep), kBuckets[i],
+                       h.le[i]);
+    o += fmt::format("kvshrink_request_duration_seconds_bucket{{endpoint=\"{}\",le=\"+Inf\"}} {}\n", esc(ep), h.count);
+    o += fmt::format("kvshrink_request_duration_seconds_sum{{endpoint=\"{}\"}} {}\n", esc(ep), h.sum);
+    o += fmt::format("kvshrink_request_duration_seconds_count{{endpoint=\"{}\"}} {}\n", esc(ep), h.count);
+  }
+  header(o, "kvshrink_prompt_tokens_total", "counter", "Prompt tokens prefilled (contexts, prompts, questions).");
+  o += fmt::format("kvshrink_prompt_tokens_total {}\n", prompt_tokens_);
+  header(o, "kvshrink_generated_tokens_total", "counter", "Tokens generated.");
+  o += fmt::format("kvshrink_generated_tokens_total {}\n", generated_tokens_);
+  header(o, "kvshrink_compressions_total", "counter", "Contexts and prompts compressed, by press.");
+  for (const auto& [p, n] : compressions_) o += fmt::format("kvshrink_compressions_total{{press=\"{}\"}} {}\n", esc(p), n);
+  header(o, "kvshrink_compression_kv_bytes_before_total", "counter", "KV bytes before compression, by press.");
+  for (const auto& [p, n] : compress_bytes_before_)
+    o += fmt::format("kvshrink_compression_kv_bytes_before_total{{press=\"{}\"}} {}\n", esc(p), n);
+  header(o, "kvshrink_compression_kv_bytes_after_total", "counter", "KV bytes after compression, by press.");
+  for (const auto& [p, n] : compress_bytes_after_)
+    o += fmt::format("kvshrink_compression_kv_bytes_after_total{{press=\"{}\"}} {}\n", esc(p), n);
+  header(o, "kvshrink_batch_steps_total", "counter", "Batched forward steps run.");
+  o += fmt::format("kvshrink_batch_steps_total {}\n", steps_);
+  header(o, "kvshrink_batch_decode_rows_total", "counter", "Decode tokens fed in batched steps.");
+  o += fmt::format("kvshrink_batch_decode_rows_total {}\n", decode_rows_);
+  header(o, "kvshrink_batch_prefill_rows_total", "counter", "Prompt tokens fed in batched steps.");
+  o += fmt::format("kvshrink_batch_prefill_rows_total {}\n", prefill_rows_);
+  header(o, "kvshrink_batch_step_seconds_total", "counter", "Time spent in batched steps.");
+  o += fmt::format("kvshrink_batch_step_seconds_total {}\n", step_seconds_);
+  header(o, "kvshrink_cancelled_total", "counter", "Sequences cancelled because their client disconnected.");
+  o += fmt::format("kvshrink_cancelled_total {}\n", cancelled_);
+  header(o, "kvshrink_rejected_total", "counter", "Requests refused by admission control, by reason.");
+  for (const auto& [r, n] : rejected_) o += fmt::format("kvshrink_rejected_total{{reason=\"{}\"}} {}\n", esc(r), n);
+  header(o, "kvshrink_kv_bytes", "gauge", "KV page-pool bytes in use.");
+  o += fmt::format("kvshrink_kv_bytes {}\n", g_.kv_bytes_in_use);
+  header(o, "kvshrink_kv_bytes_high_water", "gauge", "Largest KV page-pool bytes in use since start.");
+  o += fmt::format("kvshrink_kv_bytes_high_water {}\n", g_.kv_bytes_high_water);
+  header(o, "kvshrink_kv_bytes_cap", "gauge", "KV page-pool cap (--max-kv-bytes; 0 = none).");
+  o += fmt::format("kvshrink_kv_bytes_cap {}\n", g_.kv_bytes_cap);
+  header(o, "kvshrink_kv_bytes_contexts", "gauge", "KV bytes held by stored contexts.");
+  o += fmt::format("kvshrink_kv_bytes_contexts {}\n", g_.kv_bytes_contexts);
+  header(o, "kvshrink_kv_bytes_reserved", "gauge", "KV bytes reserved for the worst-case growth of running sequences.");
+  o += fmt::format("kvshrink_kv_bytes_reserved {}\n", g_.kv_bytes_reserved);
+  header(o, "kvshrink_sequences_running", "gauge", "Sequences in flight (prefilling or decoding).");
+  o += fmt::format("kvshrink_sequences_running {}\n", g_.running);
+  header(o, "kvshrink_sequences_decoding", "gauge", "Sequences in flight that are generating (past their prompt).");
+  o += fmt::format("kvshrink_sequences_decoding {}\n", g_.decoding);
+  header(o, "kvshrink_sequences_queued", "gauge", "Requests waiting for admission.");
+  o += fmt::format("kvshrink_sequences_queued {}\n", g_.queued);
+  header(o, "kvshrink_contexts", "gauge", "Stored compressed contexts.");
+  o += fmt::format("kvshrink_contexts {}\n", g_.contexts);
+  return o;
+}
+
+}  // namespace kvs::server

@@ -1,0 +1,499 @@
+#include "server/scheduler.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <ctime>
+#include <future>
+#include <set>
+
+#include "core/error.h"
+#include "core/timer.h"
+
+namespace kvs::server {
+
+using Clock = std::chrono::steady_clock;
+
+struct Scheduler::Active {
+  std::shared_ptr<Job> job;
+  std::shared_ptr<ServedContext> ctx;             // the stored context answered from
+  std::unique_ptr<ContextBuilder> builder;        // a context being built (or a compressed prompt)
+  std::shared_ptr<const BuiltContext> built;      // the compressed prompt an answer continues
+  std::unique_ptr<AnswerStepper> answer;
+  size_t reserved = 0;                            // pages (admission control)
+  Timer t;                                        // since admission
+  double queued_s = 0, first_token_s = -1;
+  size_t published = 0;                           // tokens published to the job
+  Stepper* stepper() { return answer ? static_cast<Stepper*>(answer.get()) : builder.get(); }
+};
+
+namespace {
+
+size_t ceil_div(int64_t a, int64_t b) { return static_cast<size_t>((a + b - 1) / b); }
+
+}  // namespace
+
+Scheduler::Scheduler(Engine& engine, ContextStore& store, Metrics& metrics, const SchedulerOptions& opt)
+    : engine_(engine), store_(store), metrics_(metrics), opt_(opt), rng_(std::random_device{}()) {
+  if (opt_.parallel < 1) kvs::fail("--parallel must be >= 1, got {}", opt_.parallel);
+  if (opt_.max_queue < 0) kvs::fail("--max-queue must be >= 0, got {}", opt_.max_queue);
+  if (opt_.prefill_chunk < 1) kvs::fail("--prefill-chunk must be >= 1, got {}", opt_.prefill_chunk);
+  restore_problems_ = store_.restore();
+  for (const ContextInfo& i : store_.list()) infos_[i.id] = i;
+  publish_gauges();
+  thread_ = std::thread([this] { loop(); });
+}
+
+Scheduler::~Scheduler() { shutdown(); }
+
+void Scheduler::shutdown() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (!thread_.joinable()) return;
+  thread_.join();
+  const ApiError bye(503, "the server is shutting down", "server_error", "", "shutting_down");
+  for (auto& a : active_) a->job->fail(bye);
+  active_.clear();
+  std::deque<std::shared_ptr<Job>> queued;
+  std::vector<std::function<void()>> cmds;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    queued.swap(queue_);
+    cmds.swap(commands_);
+  }
+  for (auto& j : queued) j->fail(bye);
+  for (auto& c : cmds) c();
+}
+
+void Scheduler::submit(std::shared_ptr<Job> job) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (stop_) throw ApiError(503, "the server is shutting down", "server_error", "", "shutting_down");
+    if (static_cast<int>(queue_.size()) >= opt_.max_queue && !(queue_.empty() && opt_.max_queue == 0)) {
+      metrics_.rejected("queue_full");
+      throw too_many_requests(fmt::format("the server is busy: {} requests are already waiting; retry later", queue_.size()),
+                              "queue_full");
+    }
+    queue_.push_back(std::move(job));
+  }
+  cv_.notify_all();
+}
+
+std::optional<ContextInfo> Scheduler::context_info(const std::string& id) const {
+  std::lock_guard<std::mutex> l(mu_);
+  const auto it = infos_.find(id);
+  if (it == infos_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<ContextInfo> Scheduler::contexts() const {
+  std::lock_guard<std::mutex> l(mu_);
+  std::vector<ContextInfo> out;
+  for (const auto& [id, i] : infos_) out.push_back(i);
+  std::sort(out.begin(), out.end(), [](const ContextInfo& a, const ContextInfo& b) {
+    return a.created != b.created ? a.created < b.created : a.id < b.id;
+  });
+  return out;
+}
+
+bool Scheduler::remove_context(const std::string& id) {
+  auto done = std::make_shared<std::promise<bool>>();
+  std::future<bool> f = done->get_future();
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (stop_) return false;
+    commands_.push_back([this, id, done] {
+      bool removed = false;
+      try {
+        removed = store_.remove(id);
+      } catch (...) {
+      }
+      if (removed) {
+        std::lock_guard<std::mutex> g(mu_);
+        infos_.erase(id);
+      }
+      done->set_value(removed);
+    });
+  }
+  cv_.notify_all();
+  return f.get();
+}
+
+size_t Scheduler::cap_pages() const {
+  const PagePool& p = const_cast<Engine&>(engine_).page_pool();
+  return p.max_bytes() ? p.max_bytes() / p.page_bytes() : 0;
+}
+
+size_t Scheduler::context_pages() const {
+  std::set<const KvCache*> seen;
+  size_t pages = 0;
+  auto add = [&](const ServedContext* c) {
+    if (!c || !c->built || !c->built->seq.cache) return;
+    if (seen.insert(c->built->seq.cache.get()).second) pages += c->built->seq.cache->pages_held();
+  };
+  for (const auto& c : store_.all()) add(c.get());
+  for (const auto& a : active_) add(a->ctx.get());
+  return pages;
+}
+
+size_t Scheduler::reserved_pages() const {
+  size_t r = 0;
+  for (const auto& a : active_) r += a->reserved;
+  return r;
+}
+
+size_t Scheduler::estimate_pages(const JobInput& in, const ServedContext* ctx) const {
+  const KvLayout& l = engine_.kv_layout();
+  const int64_t pt = l.page_tokens;
+  const size_t heads = static_cast<size_t>(l.n_heads_total());
+  const int64_t n = static_cast<int64_t>(in.tokens.size());
+  const int64_t m = in.answer.max_new_tokens;
+  if (in.kind == JobInput::Kind::CreateContext) return heads * (ceil_div(n, pt) + 1);
+  if (!ctx) {
+    // A fresh sequence: every head holds at most every token of the prompt and the answer; a
+    // compressed prompt compacts its own (unshared) pages in place.
+    const bool compressed = !in.compression.spec.press.is_full();
+    return heads * (ceil_div(n + m, pt) + (compressed ? 2 : 0));
+  }
+  // A fork of a stored context: the shared last page is copied at the first append, then the
+  // question and answer take fresh pages; decode-time eviction or a memory trigger compacts shared
+  // pages into fresh copies of what each head keeps.
+  const CompressionSpec& spec = ctx->built->spec;
+  const int64_t L = ctx->built->seq.cache->max_len();
+  const size_t plain = heads * (2 + ceil_div(n + m, pt));
+  const bool evicts = !spec.press.is_full() && !spec.request.keeps_everything();
+  if (evicts && spec.trigger.kind == Trigger::Kind::EveryN && m > spec.trigger.every_n) {
+    const int64_t every = spec.trigger.every_n;
+    return std::min(plain + heads * ceil_div(L + n + m, pt),
+                    heads * (3 + ceil_div(n + every, pt) + ceil_div(L + n + 2 * every, pt)));
+  }
+  if (evicts && spec.trigger.kind == Trigger::Kind::MemoryCap) return plain + heads * ceil_div(L + n + m, pt);
+  return plain;
+}
+
+std::string Scheduler::new_context_id() {
+  for (;;) {
+    const std::string id = fmt::format("ctx_{:016x}{:08x}", rng_(), static_cast<uint32_t>(rng_()));
+    if (!store_.get(id)) return id;
+  }
+}
+
+void Scheduler::loop() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      if (active_.empty())
+        cv_.wait_for(l, std::chrono::milliseconds(20), [&] { return stop_ || !commands_.empty() || !queue_.empty(); });
+      if (stop_) return;
+      run_commands(l);
+    }
+    try {
+      expire_queue();
+      drop_cancelled();
+      admit();
+      if (!active_.empty()) {
+        step();
+        if (opt_.step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(opt_.step_delay_ms));
+      }
+    } catch (const std::exception& e) {
+      // Nothing a client sends should get here; if something does, the jobs in flight fail and
+      // the server goes on.
+      fmt::print(stderr, "kvshrink serve: internal error in a step: {}\n", e.what());
+      const ApiError err(500, fmt::format("internal error: {}", e.what()), "server_error");
+      for (auto& a : active_) a->job->fail(err);
+      active_.clear();
+    }
+    publish_gauges();
+  }
+}
+
+void Scheduler::run_commands(std::unique_lock<std::mutex>& l) {
+  if (commands_.empty()) return;
+  std::vector<std::function<void()>> cmds;
+  cmds.swap(commands_);
+  l.unlock();
+  for (auto& c : cmds) c();
+  l.lock();
+}
+
+void Scheduler::expire_queue() {
+  std::vector<std::shared_ptr<Job>> expired, cancelled;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    const auto now = Clock::now();
+    for (auto it = queue_.begin(); it != queue_.end();) {
+      if ((*it)->cancelled()) {
+        cancelled.push_back(*it);
+        it = queue_.erase(it);
+      } else if (std::chrono::duration<double>(now - (*it)->enqueued).count() > opt_.queue_timeout_s) {
+        expired.push_back(*it);
+        it = queue_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& j : cancelled) {
+    metrics_.cancelled();
+    j->update([](JobSnapshot& s) { s.state = JobSnapshot::State::Cancelled; });
+  }
+  for (auto& j : expired) {
+    metrics_.rejected("queue_timeout");
+    j->fail(too_many_requests(fmt::format("the server is busy: not admitted within {} s (KV memory or parallel "
+                                          "sequences in use); retry later",
+                                          opt_.queue_timeout_s),
+                              "queue_timeout"));
+  }
+}
+
+void Scheduler::admit() {
+  for (;;) {
+    std::shared_ptr<Job> job;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (queue_.empty() || static_cast<int>(active_.size()) >= opt_.parallel) return;
+      job = queue_.front();
+    }
+    std::shared_ptr<ServedContext> ctx;
+    const JobInput& in = job->input;
+    if (!in.context_id.empty()) {
+      ctx = store_.get(in.context_id);
+      if (!ctx) {
+        {
+          std::lock_guard<std::mutex> l(mu_);
+          queue_.pop_front();
+        }
+        job->fail(not_found(fmt::format("no context '{}' (it was deleted?)", in.context_id), "context_not_found"));
+        continue;
+      }
+    }
+    const size_t est = estimate_pages(in, ctx.get());
+    const size_t cap = cap_pages();
+    if (cap) {
+      if (est + (ctx ? ctx->built->seq.cache->pages_held() : 0) > cap) {
+        {
+          std::lock_guard<std::mutex> l(mu_);
+          queue_.pop_front();
+        }
+        metrics_.rejected("kv_memory");
+        const size_t pb = engine_.kv_layout().page_bytes();
+        job->fail(bad_request(fmt::format("this request may need up to {} bytes of KV cache, more than the server's cap "
+                                          "of {} bytes (--max-kv-bytes); use a shorter prompt, fewer max_tokens or "
+                                          "kv_compression",
+                                          est * pb, cap * pb),
+                              "", "kv_memory_exceeded"));
+        continue;
+      }
+      if (context_pages() + reserved_pages() + est > cap) return;  // wait (first come, first served)
+    }
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      queue_.pop_front();
+    }
+    auto a = std::make_unique<Active>();
+    a->job = job;
+    a->ctx = ctx;
+    a->reserved = est;
+    a->queued_s = std::chrono::duration<double>(Clock::now() - job->enqueued).count();
+    try {
+      if (in.kind == JobInput::Kind::CreateContext) {
+        a->builder = std::make_unique<ContextBuilder>(engine_, in.compression.spec, in.tokens);
+      } else if (ctx) {
+        a->answer = std::make_unique<AnswerStepper>(engine_, ctx->built->seq.fork(), ctx->built->spec, in.tokens,
+                                                    in.answer, ctx->built);
+      } else if (!in.compression.spec.press.is_full() && in.tokens.size() >= 2) {
+        std::vector<int32_t> head(in.tokens.begin(), in.tokens.end() - 1);
+        a->builder = std::make_unique<ContextBuilder>(engine_, in.compression.spec, std::move(head));
+      } else {
+        // No compression (a one-token prompt has no context to compress).
+        a->answer = std::make_unique<AnswerStepper>(engine_, Sequence{}, no_compression().spec, in.tokens, in.answer);
+      }
+    } catch (const std::exception& e) {
+      job->fail(bad_request(e.what()));
+      continue;
+    }
+    job->update([](JobSnapshot& s) { s.state = JobSnapshot::State::Running; });
+    active_.push_back(std::move(a));
+  }
+}
+
+void Scheduler::drop_cancelled() {
+  for (auto it = active_.begin(); it != active_.end();) {
+    if ((*it)->job->cancelled()) {
+      metrics_.cancelled();
+      (*it)->job->update([](JobSnapshot& s) { s.state = JobSnapshot::State::Cancelled; });
+      it = active_.erase(it);  // its sequence's pages go back to the pool here
+    } else {
+      ++it;
+    }
+  }
+}
+
+void Scheduler::step() {
+  std::vector<Stepper*> steppers;
+  for (auto& a : active_) steppers.push_back(a->stepper());
+  std::vector<StepFailure> failed;
+  const StepStats st = batch_step(engine_, steppers, opt_.prefill_chunk, failed);
+  metrics_.step(st.decode_rows, st.prefill_rows, st.seconds);
+  std::set<Stepper*> bad;
+  for (const StepFailure& f : failed) {
+    for (auto& a : active_) {
+      if (a->stepper() == f.who) {
+        fail(*a, f.message, f.out_of_memory);
+        bad.insert(f.who);
+      }
+    }
+  }
+  for (auto it = active_.begin(); it != active_.end();) {
+    Active& a = **it;
+    bool done = bad.count(a.stepper()) > 0;
+    if (!done && a.builder && !a.answer && a.builder->phase() == Stepper::Phase::Done) {
+      if (a.job->input.kind == JobInput::Kind::CreateContext) {
+        finish(a);
+        done = true;
+      } else {
+        // A compressed prompt: its last token is the question, answered on the compressed cache.
+        BuiltContext b = a.builder->take();
+        a.builder.reset();
+        if (!b.spec.press.is_full())
+          metrics_.compression(b.spec.press.name, b.full_bytes, b.seq.cache->bytes_held());
+        Sequence s = std::move(b.seq);
+        a.built = std::make_shared<const BuiltContext>(std::move(b));
+        const JobInput& in = a.job->input;
+        // Its reservation shrinks to what it holds now plus the answer's growth (its pages are its
+        // own: compaction happens in place), so that others can be admitted.
+        const KvLayout& l = engine_.kv_layout();
+        a.reserved = s.cache->pages_held() + static_cast<size_t>(l.n_heads_total()) *
+                                                 (ceil_div(1 + in.answer.max_new_tokens, l.page_tokens) + 1);
+        a.answer = std::make_unique<AnswerStepper>(engine_, std::move(s), a.built->spec,
+                                                   std::vector<int32_t>{in.tokens.back()}, in.answer, a.built);
+      }
+    }
+    if (!done && a.answer) {
+      if (a.first_token_s < 0 && a.answer->phase() != Stepper::Phase::Prefill) a.first_token_s = a.t.seconds();
+      publish(a);
+      if (a.answer->phase() == Stepper::Phase::Done) {
+        finish(a);
+        done = true;
+      }
+    }
+    it = done ? active_.erase(it) : it + 1;
+  }
+}
+
+void Scheduler::publish(Active& a) {
+  if (a.answer->tokens().size() == a.published) return;
+  a.published = a.answer->tokens().size();
+  const std::string text = a.answer->text();
+  const int64_t n = static_cast<int64_t>(a.published);
+  a.job->update([&](JobSnapshot& s) {
+    s.text = text;
+    s.n_generated = n;
+  });
+}
+
+void Scheduler::finish(Active& a) {
+  const JobInput& in = a.job->input;
+  if (in.kind == JobInput::Kind::CreateContext) {
+    BuiltContext b = a.builder->take();
+    auto sc = std::make_shared<ServedContext>();
+    sc->info = in.context;
+    sc->info.id = new_context_id();
+    sc->info.created = static_cast<int64_t>(std::time(nullptr));
+    sc->info.n_tokens = b.n_tokens;
+    sc->info.kv_bytes_full = b.full_bytes;
+    sc->info.kv_bytes_held = b.seq.cache->bytes_held();
+    sc->info.keep_measured = b.keep_measured();
+    sc->info.keep_chosen = b.keep_chosen();
+    sc->info.compression = in.compression.echo;
+    sc->args = in.compression.args;
+    if (!b.spec.press.is_full()) metrics_.compression(b.spec.press.name, b.full_bytes, sc->info.kv_bytes_held);
+    metrics_.tokens(b.n_tokens, 0);
+    sc->built = std::make_shared<const BuiltContext>(std::move(b));
+    try {
+      store_.put(sc);
+    } catch (const std::exception& e) {
+      a.job->fail(ApiError(500, fmt::format("the context could not be stored: {}", e.what()), "server_error"));
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      infos_[sc->info.id] = sc->info;
+    }
+    const ContextInfo info = sc->info;
+    a.job->update([&](JobSnapshot& s) {
+      s.state = JobSnapshot::State::Done;
+      s.context = info;
+    });
+    return;
+  }
+  const AnswerStepper& ans = *a.answer;
+  JobUsage u;
+  const KvCache& c = *ans.sequence().cache;
+  const BuiltContext* src = a.ctx ? a.ctx->built.get() : a.built.get();
+  u.cached_tokens = a.ctx ? a.ctx->built->n_tokens : 0;
+  u.prompt_tokens = u.cached_tokens + static_cast<int64_t>(in.tokens.size());
+  u.completion_tokens = static_cast<int64_t>(ans.tokens().size());
+  u.kv_bytes_full = full_context_bytes(c.layout(), c.n_past());
+  u.kv_bytes_held = c.bytes_held();
+  u.kv_bytes_peak = ans.kv_bytes_peak();
+  u.keep_ratio = src ? src->keep_measured() : 1.0;
+  u.keep_chosen = src ? src->keep_chosen() : std::nullopt;
+  u.press = src ? src->spec.press.name : in.compression.spec.press.name;
+  u.evictions = ans.evictions();
+  u.queued_s = a.queued_s;
+  const double total = a.t.seconds();
+  u.prefill_s = a.first_token_s >= 0 ? a.first_token_s : total;
+  u.decode_s = total - u.prefill_s;
+  metrics_.tokens(static_cast<int64_t>(in.tokens.size()), u.completion_tokens);
+  const std::string text = ans.text();
+  const std::string reason = ans.finish_reason() == FinishReason::Stop ? "stop" : "length";
+  a.job->update([&](JobSnapshot& s) {
+    s.state = JobSnapshot::State::Done;
+    s.text = text;
+    s.n_generated = u.completion_tokens;
+    s.finish_reason = reason;
+    s.usage = u;
+  });
+}
+
+void Scheduler::fail(Active& a, const std::string& message, bool out_of_memory) {
+  if (out_of_memory && a.answer && !a.answer->tokens().empty()) {
+    // Stopped early by the KV cap: what was generated is the answer, cut for length.
+    finish(a);
+    a.job->update([](JobSnapshot& s) {
+      s.finish_reason = "length";
+      s.usage.kv_memory_exhausted = true;
+    });
+    return;
+  }
+  if (out_of_memory) {
+    metrics_.rejected("kv_memory");
+    a.job->fail(too_many_requests(fmt::format("out of KV memory: {}; retry later", message), "kv_memory_exhausted"));
+  } else {
+    a.job->fail(bad_request(message));
+  }
+}
+
+void Scheduler::publish_gauges() {
+  SchedulerGauges g;
+  PagePool& p = engine_.page_pool();
+  g.kv_bytes_in_use = p.bytes_in_use();
+  g.kv_bytes_high_water = p.high_water_bytes();
+  g.kv_bytes_cap = p.max_bytes();
+  g.kv_bytes_contexts = context_pages() * p.page_bytes();
+  g.kv_bytes_reserved = reserved_pages() * p.page_bytes();
+  g.running = static_cast<int>(active_.size());
+  for (const auto& a : active_) g.decoding += a->answer && a->answer->phase() == Stepper::Phase::Decode;
+  g.contexts = store_.size();
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    g.queued = static_cast<int>(queue_.size());
+  }
+  metrics_.set_gauges(g);
+}
+
+}  // namespace kvs::server

@@ -1,0 +1,35 @@
+#include "server/server.h"
+
+#include "server/dir_context_store.h"
+
+namespace kvs::server {
+
+Server::Server(const Model& model, ServeOptions opt) {
+  engine_ = std::make_unique<Engine>(model, opt.engine);
+  codec_ = std::make_unique<KvcContextCodec>(*engine_, model);
+  if (opt.contexts_dir.empty())
+    store_ = std::make_unique<MemoryContextStore>();
+  else
+    store_ = std::make_unique<DirContextStore>(opt.contexts_dir, *codec_);
+  if (opt.http.limits.n_vocab == 0) opt.http.limits.n_vocab = model.hp.n_vocab;
+  scheduler_ = std::make_unique<Scheduler>(*engine_, *store_, metrics_, opt.scheduler);
+  http_ = std::make_unique<HttpServer>(model, *scheduler_, metrics_, opt.http);
+  http_->bind();
+}
+
+Server::~Server() {
+  // Stop accepting, fail what is in flight so that every handler returns, then tear down.
+  stop();
+  if (scheduler_) scheduler_->shutdown();
+  http_.reset();
+  scheduler_.reset();
+  store_.reset();
+}
+
+void Server::run() { http_->listen(); }
+
+void Server::stop() {
+  if (http_) http_->stop();
+}
+
+}  // namespace kvs::server

@@ -1,0 +1,266 @@
+// Benchmarks of `kvshrink serve` over loopback HTTP (no npm packages: node's fetch). Not run by
+// ctest; results and command lines are in docs/benchmarks/server.md.
+//
+//   node tests/server/bench/bench.mjs throughput --bin build/tools/kvshrink --model smollm2-q8.gguf \
+//        [--ctx 2048] [--new 64] [--n 1,4,16] [--modes full,snapkv:0.25] [--reps 3] [-t 2]
+//     aggregate decode tokens/s of N sequences decoding together, each on its own stored context
+//     of --ctx random tokens (created first), full cache vs compressed.
+//   node tests/server/bench/bench.mjs memory --bin ... --model ... --cap 1G [--ctx 8192] [--k 12] \
+//        [--modes full,snapkv:0.25]
+//     K concurrent requests, each an 8k-token prompt (+ 32 new tokens), under --max-kv-bytes CAP:
+//     the most sequences decoding at the same time (sampled from /metrics), all answered, pool
+//     high-water under the cap.
+//   node tests/server/bench/bench.mjs load --bin ... --model ... [--clients 32] [--seconds 120] [--cap 2G]
+//     32 clients for 2 minutes mixing context creation, questions on shared contexts and plain
+//     chat: status counts (no 5xx), latency percentiles, throughput, KV high-water vs the cap.
+import { spawn } from 'node:child_process';
+import { performance } from 'node:perf_hooks';
+
+const args = process.argv.slice(2);
+const cmd = args[0];
+const opt = (name, def) => {
+  const i = args.indexOf(name);
+  return i >= 0 ? args[i + 1] : def;
+};
+const BIN = opt('--bin', 'build/tools/kvshrink');
+const MODEL = opt('--model');
+const THREADS = opt('-t', '2');
+
+function startServer(extra) {
+  return new Promise((resolve, reject) => {
+    const a = ['serve', '-m', MODEL, '--port', '0', '-t', THREADS, ...extra];
+    const proc = spawn(BIN, a, { stdio: ['ignore', 'ignore', 'pipe'] });
+    let err = '';
+    proc.stderr.on('data', (d) => {
+      err += d.toString();
+      const m = err.match(/listening on (http:\/\/127\.0\.0\.1:\d+)/);
+      if (m) resolve({ proc, url: m[1], cmdline: `kvshrink ${a.join(' ')}` });
+    });
+    proc.on('exit', (c) => reject(new Error(`server exited ${c}: ${err}`)));
+  });
+}
+const stop = (s) => new Promise((r) => { s.proc.on('exit', r); s.proc.kill('SIGTERM'); });
+
+async function post(url, path, body) {
+  const t0 = performance.now();
+  const r = await fetch(url + path, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+  const text = await r.text();
+  let json = null;
+  try { json = JSON.parse(text); } catch { /* not JSON */ }
+  return { status: r.status, json, ms: performance.now() - t0 };
+}
+
+async function metrics(url) {
+  const text = await (await fetch(url + '/metrics')).text();
+  const m = {};
+  for (const line of text.split('\n')) {
+    if (!line || line.startsWith('#')) continue;
+    const i = line.lastIndexOf(' ');
+    m[line.slice(0, i)] = Number(line.slice(i + 1));
+  }
+  return m;
+}
+
+// Deterministic token ids (a linear congruential generator), avoiding the first 100 ids (specials).
+function randomTokens(n, seed, vocab) {
+  let x = BigInt(seed) * 6364136223846793005n + 1442695040888963407n;
+  const out = [];
+  for (let i = 0; i < n; ++i) {
+    x = (x * 6364136223846793005n + 1442695040888963407n) & ((1n << 64n) - 1n);
+    out.push(100 + Number((x >> 33n) % BigInt(vocab - 100)));
+  }
+  return out;
+}
+
+function compression(mode) {
+  if (mode === 'full') return undefined;
+  const [press, keep] = mode.split(':');
+  return { press, keep: Number(keep) };
+}
+
+const pct = (xs, p) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length ? s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] : NaN;
+};
+const median = (xs) => pct(xs, 50);
+
+async function vocabOf(url) {
+  const m = await (await fetch(url + '/v1/models')).json();
+  return m.data[0].meta.n_vocab;
+}
+
+async function throughput() {
+  const ctx = Number(opt('--ctx', '2048'));
+  const nnew = Number(opt('--new', '64'));
+  const ns = opt('--n', '1,4,16').split(',').map(Number);
+  const modes = opt('--modes', 'full,snapkv:0.25').split(',');
+  const reps = Number(opt('--reps', '3'));
+  const maxN = Math.max(...ns);
+  const s = await startServer(['--parallel', String(maxN), '--ctx-size', String(ctx + nnew + 16),
+    '--max-prompt-tokens', String(ctx + 16), '--max-tokens', String(nnew), '--prefill-chunk', '512']);
+  console.log(`server: ${s.cmdline}`);
+  const vocab = await vocabOf(s.url);
+  const rows = [];
+  try {
+    for (const mode of modes) {
+      const ids = [];
+      const t0 = performance.now();
+      for (let i = 0; i < maxN; ++i) {
+        const r = await post(s.url, '/v1/contexts', { tokens: randomTokens(ctx, 1000 + i, vocab), kv_compression: compression(mode) });
+        if (r.status !== 200) throw new Error(`context: ${r.status} ${JSON.stringify(r.json)}`);
+        ids.push(r.json);
+      }
+      const prefillS = (performance.now() - t0) / 1000;
+      console.log(`${mode}: ${maxN} contexts of ${ctx} tokens in ${prefillS.toFixed(1)} s; held ${ids[0].kv_bytes_held} of ${ids[0].kv_bytes_full} B each (keep ${ids[0].keep_ratio.toFixed(3)})`);
+      // One warm-up round.
+      await post(s.url, '/v1/completions', { context_id: ids[0].id, prompt: [200], max_tokens: 8, ignore_eos: true, temperature: 0 });
+      for (const n of ns) {
+        const walls = [];
+        const perSeq = [];
+        for (let rep = 0; rep < reps; ++rep) {
+          const t = performance.now();
+          const rs = await Promise.all(ids.slice(0, n).map((c) => post(s.url, '/v1/completions', {
+            context_id: c.id, prompt: [200 + rep], max_tokens: nnew, ignore_eos: true, temperature: 0,
+          })));
+          const wall = (performance.now() - t) / 1000;
+          for (const r of rs) {
+            if (r.status !== 200 || r.json.usage.completion_tokens !== nnew) throw new Error(`answer: ${r.status} ${JSON.stringify(r.json)}`);
+            perSeq.push(r.json.timings.decode_tokens_per_second);
+          }
+          walls.push(wall);
+        }
+        const wall = median(walls);
+        const row = { mode, n, ctx, new: nnew, wall_s: wall, aggregate_tps: (n * nnew) / wall, per_seq_tps: median(perSeq),
+          kv_bytes_per_ctx: ids[0].kv_bytes_held };
+        rows.push(row);
+        console.log(JSON.stringify(row));
+      }
+      for (const c of ids) await fetch(`${s.url}/v1/contexts/${c.id}`, { method: 'DELETE' });
+    }
+  } finally {
+    await stop(s);
+  }
+  console.log('\n| mode | sequences | aggregate decode tok/s | per-sequence tok/s | wall (s) | KV per context |');
+  console.log('|---|---|---|---|---|---|');
+  for (const r of rows)
+    console.log(`| ${r.mode} | ${r.n} | ${r.aggregate_tps.toFixed(1)} | ${r.per_seq_tps.toFixed(1)} | ${r.wall_s.toFixed(2)} | ${(r.kv_bytes_per_ctx / 2 ** 20).toFixed(1)} MiB |`);
+}
+
+async function memory() {
+  const cap = opt('--cap', '1G');
+  const ctx = Number(opt('--ctx', '8192'));
+  const k = Number(opt('--k', '12'));
+  const nnew = Number(opt('--new', '32'));
+  const modes = opt('--modes', 'full,snapkv:0.25').split(',');
+  for (const mode of modes) {
+    const s = await startServer(['--max-kv-bytes', cap, '--parallel', String(k), '--max-queue', String(k),
+      '--queue-timeout', '3600', '--ctx-size', String(ctx + nnew + 16), '--max-prompt-tokens', String(ctx + 16),
+      '--max-tokens', String(nnew), '--prefill-chunk', '512']);
+    console.log(`server: ${s.cmdline}`);
+    try {
+      const vocab = await vocabOf(s.url);
+      let maxDecoding = 0, maxRunning = 0, hw = 0, done = false;
+      const sampler = (async () => {
+        while (!done) {
+          const m = await metrics(s.url);
+          maxDecoding = Math.max(maxDecoding, m.kvshrink_sequences_decoding);
+          maxRunning = Math.max(maxRunning, m.kvshrink_sequences_running);
+          hw = Math.max(hw, m.kvshrink_kv_bytes_high_water);
+          await new Promise((r) => setTimeout(r, 50));
+        }
+      })();
+      const t0 = performance.now();
+      const rs = await Promise.all([...Array(k).keys()].map((i) => post(s.url, '/v1/completions', {
+        prompt: randomTokens(ctx, 5000 + i, vocab), max_tokens: nnew, ignore_eos: true, temperature: 0,
+        kv_compression: compression(mode),
+      })));
+      done = true;
+      await sampler;
+      const m = await metrics(s.url);
+      const ok = rs.filter((r) => r.status === 200).length;
+      const row = { mode, cap, ctx, requests: k, answered: ok, statuses: [...new Set(rs.map((r) => r.status))],
+        max_decoding_together: maxDecoding, max_running_together: maxRunning,
+        kv_high_water: m.kvshrink_kv_bytes_high_water, kv_cap: m.kvshrink_kv_bytes_cap,
+        kv_per_sequence_end: rs[0].json?.usage?.kv_bytes_held, wall_s: (performance.now() - t0) / 1000 };
+      console.log(JSON.stringify(row));
+    } finally {
+      await stop(s);
+    }
+  }
+}
+
+async function load() {
+  const clients = Number(opt('--clients', '32'));
+  const seconds = Number(opt('--seconds', '120'));
+  const cap = opt('--cap', '2G');
+  const s = await startServer(['--max-kv-bytes', cap, '--parallel', '16', '--max-queue', '64', '--queue-timeout', '60',
+    '--max-tokens', '64', '--prefill-chunk', '256']);
+  console.log(`server: ${s.cmdline}`);
+  const vocab = await vocabOf(s.url);
+  const lat = { context: [], question: [], chat: [] };
+  const status = {};
+  let tokens = 0;
+  const shared = [];
+  const tEnd = performance.now() + seconds * 1000;
+  const count = (kind, r) => {
+    status[r.status] = (status[r.status] || 0) + 1;
+    if (r.status === 200) {
+      lat[kind].push(r.ms);
+      tokens += r.json?.usage?.completion_tokens || 0;
+    }
+  };
+  // Two shared contexts everyone asks about (created before the clients start).
+  for (let i = 0; i < 2; ++i) {
+    const r = await post(s.url, '/v1/contexts', { tokens: randomTokens(1024, 77 + i, vocab), kv_compression: { press: 'snapkv', keep: 0.25 } });
+    shared.push(r.json.id);
+  }
+  let maxKv = 0, done = false;
+  const sampler = (async () => {
+    while (!done) {
+      const m = await metrics(s.url);
+      maxKv = Math.max(maxKv, m.kvshrink_kv_bytes);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  })();
+  const t0 = performance.now();
+  const client = async (c) => {
+    let i = 0;
+    while (performance.now() < tEnd) {
+      const kind = (c + i++) % 10;
+      if (kind === 0) {
+        // Create a context (512 tokens, compressed), ask once, delete it.
+        const r = await post(s.url, '/v1/contexts', { tokens: randomTokens(512, c * 1000 + i, vocab), kv_compression: { press: 'knorm', keep: 0.5 } });
+        count('context', r);
+        if (r.status === 200) {
+          count('question', await post(s.url, '/v1/completions', { context_id: r.json.id, prompt: [300], max_tokens: 16 }));
+          await fetch(`${s.url}/v1/contexts/${r.json.id}`, { method: 'DELETE' });
+        }
+      } else if (kind < 6) {
+        count('question', await post(s.url, '/v1/completions', { context_id: shared[i % 2], prompt: [400 + c], max_tokens: 32, ignore_eos: true }));
+      } else {
+        count('chat', await post(s.url, '/v1/chat/completions', { messages: [{ role: 'user', content: `Tell me a story number ${c}-${i}.` }], max_tokens: 32, ignore_eos: true }));
+      }
+    }
+  };
+  await Promise.all([...Array(clients).keys()].map(client));
+  const wall = (performance.now() - t0) / 1000;
+  done = true;
+  await sampler;
+  const m = await metrics(s.url);
+  await stop(s);
+  const total = Object.values(status).reduce((a, b) => a + b, 0);
+  console.log(JSON.stringify({ clients, wall_s: wall, requests: total, status, generated_tokens: tokens,
+    requests_per_s: total / wall, tokens_per_s: tokens / wall, kv_cap: m.kvshrink_kv_bytes_cap,
+    kv_high_water: m.kvshrink_kv_bytes_high_water, kv_max_sampled: maxKv }));
+  console.log('\n| kind | count | p50 ms | p90 ms | p99 ms | max ms |');
+  console.log('|---|---|---|---|---|---|');
+  for (const [k, xs] of Object.entries(lat))
+    console.log(`| ${k} | ${xs.length} | ${pct(xs, 50).toFixed(0)} | ${pct(xs, 90).toFixed(0)} | ${pct(xs, 99).toFixed(0)} | ${Math.max(...xs).toFixed(0)} |`);
+}
+
+const run = { throughput, memory, load }[cmd];
+if (!run || !MODEL) {
+  console.error('usage: bench.mjs throughput|memory|load --bin KVSHRINK --model MODEL [options] (see the file header)');
+  process.exit(2);
+}
+run().catch((e) => { console.error(e); process.exit(1); });

@@ -1,0 +1,231 @@
+// `kvshrink serve` driven by the official `openai` npm client (a client nobody here wrote):
+// completions, chat, streaming, per-request kv_compression, compressed contexts (raw fetch for
+// /v1/contexts, the client for questions on them), error handling, authentication and
+// cancellation. Run by ctest (tests.cmake): KVSHRINK_BIN and KVSHRINK_MODEL name the binary and
+// the model; every server listens on a free loopback port.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import OpenAI from 'openai';
+
+const BIN = process.env.KVSHRINK_BIN;
+const MODEL = process.env.KVSHRINK_MODEL;
+// About 130 tokens: compression at keep 0.5 frees whole pages (32 tokens per page).
+const STORY =
+  'Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her ' +
+  'friends. One day, she saw a big red ball under a tree. She wanted to play with it, but it was too high. ' +
+  'Lily asked her mom for help. Her mom smiled and took the ball down from the tree. Lily was very happy. ' +
+  'She played with the ball all day long, and when the sun went down, she went home and had a warm bath.';
+
+// Starts a server; resolves with its base URL once it prints the port it listens on.
+function startServer(extra = []) {
+  return new Promise((resolve, reject) => {
+    const args = ['serve', '-m', MODEL, '--port', '0', '-t', '2', '--ctx-size', '1024', '--max-tokens', '400', ...extra];
+    const proc = spawn(BIN, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+    let err = '';
+    const timer = setTimeout(() => reject(new Error('server did not start: ' + err)), 30000);
+    proc.stderr.on('data', (d) => {
+      err += d.toString();
+      const m = err.match(/listening on (http:\/\/127\.0\.0\.1:\d+)/);
+      if (m) {
+        clearTimeout(timer);
+        resolve({ proc, url: m[1] });
+      }
+    });
+    proc.on('exit', (code) => reject(new Error(`server exited (${code}): ${err}`)));
+  });
+}
+
+function stopServer(s) {
+  return new Promise((resolve) => {
+    if (!s || s.proc.exitCode !== null) return resolve();
+    s.proc.on('exit', () => resolve());
+    s.proc.kill('SIGTERM');
+  });
+}
+
+async function metric(url, name) {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  for (const line of text.split('\n')) {
+    if (line.startsWith(name + ' ')) return Number(line.slice(name.length + 1));
+  }
+  return NaN;
+}
+
+let srv;
+let client;
+before(async () => {
+  assert.ok(BIN && MODEL, 'KVSHRINK_BIN and KVSHRINK_MODEL must be set');
+  // A 260K-parameter model outruns any client: pace the steps so that a stream can be aborted
+  // half way.
+  srv = await startServer(['--step-delay-ms', '2']);
+  client = new OpenAI({ baseURL: `${srv.url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 60000 });
+});
+after(async () => {
+  await stopServer(srv);
+});
+
+test('models.list names the served model', async () => {
+  const models = await client.models.list();
+  assert.equal(models.data.length, 1);
+  assert.equal(models.data[0].object, 'model');
+  const one = await client.models.retrieve(models.data[0].id);
+  assert.equal(one.id, models.data[0].id);
+});
+
+test('completions: greedy, usage with KV figures, deterministic', async () => {
+  const req = { model: 'any', prompt: STORY, max_tokens: 12, temperature: 0 };
+  const a = await client.completions.create(req);
+  assert.equal(a.object, 'text_completion');
+  assert.equal(typeof a.choices[0].text, 'string');
+  assert.equal(a.choices[0].finish_reason, 'length');
+  assert.equal(a.usage.completion_tokens, 12);
+  assert.equal(a.usage.total_tokens, a.usage.prompt_tokens + 12);
+  assert.ok(a.usage.kv_bytes_held > 0);
+  const b = await client.completions.create(req);
+  assert.equal(a.choices[0].text, b.choices[0].text);
+});
+
+test('completions with kv_compression (an extra body field)', async () => {
+  const r = await client.completions.create({
+    model: 'any', prompt: STORY, max_tokens: 8, temperature: 0,
+    kv_compression: { press: 'snapkv', keep: 0.5, options: { window_size: 8 } },
+  });
+  assert.equal(r.usage.kv_press, 'snapkv');
+  assert.ok(r.usage.kv_bytes_held < r.usage.kv_bytes_full);
+  assert.ok(Math.abs(r.usage.kv_keep_ratio - 0.5) < 0.1);
+});
+
+test('chat completions, and the same answer streamed', async () => {
+  const messages = [{ role: 'system', content: 'You tell stories.' }, { role: 'user', content: STORY }];
+  const full = await client.chat.completions.create({ model: 'any', messages, max_tokens: 10, temperature: 0 });
+  assert.equal(full.object, 'chat.completion');
+  assert.equal(full.choices[0].message.role, 'assistant');
+  const stream = await client.chat.completions.create({
+    model: 'any', messages, max_tokens: 10, temperature: 0, stream: true, stream_options: { include_usage: true },
+  });
+  let text = '';
+  let finish = null;
+  let usage = null;
+  for await (const chunk of stream) {
+    assert.equal(chunk.object, 'chat.completion.chunk');
+    if (chunk.usage) usage = chunk.usage;
+    for (const c of chunk.choices) {
+      if (c.delta?.content) text += c.delta.content;
+      if (c.finish_reason) finish = c.finish_reason;
+    }
+  }
+  assert.equal(text, full.choices[0].message.content);
+  assert.equal(finish, 'length');
+  assert.equal(usage.completion_tokens, 10);
+});
+
+test('streamed completion with a stop string', async () => {
+  const stream = await client.completions.create({
+    model: 'any', prompt: STORY, max_tokens: 60, temperature: 0, stop: ['.'], stream: true,
+  });
+  let text = '';
+  let finish = null;
+  for await (const chunk of stream) {
+    text += chunk.choices[0].text;
+    if (chunk.choices[0].finish_reason) finish = chunk.choices[0].finish_reason;
+  }
+  assert.ok(!text.includes('.'), text);
+  assert.equal(finish, 'stop');
+});
+
+test('contexts: create with fetch, ask with the client, delete', async () => {
+  const created = await fetch(`${srv.url}/v1/contexts`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({
+      messages: [{ role: 'user', content: STORY }],
+      kv_compression: { press: 'knorm', keep: 0.5 },
+    }),
+  });
+  assert.equal(created.status, 200);
+  const ctx = await created.json();
+  assert.equal(ctx.object, 'context');
+  assert.equal(ctx.format, 'chat');
+  assert.ok(ctx.kv_bytes_held < ctx.kv_bytes_full);
+  const ask = () => client.chat.completions.create({
+    model: 'any', context_id: ctx.id, messages: [{ role: 'user', content: 'Where did Lily play?' }],
+    max_tokens: 6, temperature: 0,
+  });
+  const a1 = await ask();
+  const a2 = await ask();
+  assert.equal(a1.choices[0].message.content, a2.choices[0].message.content);
+  assert.equal(a1.usage.prompt_tokens_details.cached_tokens, ctx.tokens);
+  assert.equal(a1.usage.kv_press, 'knorm');
+  const got = await (await fetch(`${srv.url}/v1/contexts/${ctx.id}`)).json();
+  assert.equal(got.id, ctx.id);
+  const list = await (await fetch(`${srv.url}/v1/contexts`)).json();
+  assert.ok(list.data.some((c) => c.id === ctx.id));
+  const del = await fetch(`${srv.url}/v1/contexts/${ctx.id}`, { method: 'DELETE' });
+  assert.equal((await del.json()).deleted, true);
+  assert.equal((await fetch(`${srv.url}/v1/contexts/${ctx.id}`)).status, 404);
+});
+
+test('errors come back as the client\'s typed errors', async () => {
+  await assert.rejects(
+    client.completions.create({ model: 'any', prompt: 'x', max_tokens: -1 }),
+    (e) => e instanceof OpenAI.BadRequestError && e.status === 400 && e.param === 'max_tokens',
+  );
+  await assert.rejects(
+    client.completions.create({ model: 'any', prompt: 'x y', kv_compression: { press: 'no_such_press', keep: 0.5 } }),
+    (e) => e instanceof OpenAI.BadRequestError && /no_such_press/.test(e.message),
+  );
+  await assert.rejects(
+    client.chat.completions.create({ model: 'any', messages: [{ role: 'user', content: 'x' }], temperature: 9 }),
+    (e) => e instanceof OpenAI.BadRequestError && e.param === 'temperature',
+  );
+  await assert.rejects(
+    client.completions.create({ model: 'any', prompt: 'x', context_id: 'ctx_missing' }),
+    (e) => e instanceof OpenAI.NotFoundError && e.code === 'context_not_found',
+  );
+  await assert.rejects(client.models.retrieve('no-such-model'), (e) => e instanceof OpenAI.NotFoundError);
+  // Malformed JSON through fetch: 400 in the same shape.
+  const r = await fetch(`${srv.url}/v1/chat/completions`, { method: 'POST', body: '{"messages": [' });
+  assert.equal(r.status, 400);
+  const j = await r.json();
+  assert.equal(j.error.type, 'invalid_request_error');
+  // The server is still up.
+  assert.equal((await fetch(`${srv.url}/health`)).status, 200);
+});
+
+test('aborting a stream cancels the sequence and frees its KV pages', async () => {
+  const before = await metric(srv.url, 'kvshrink_cancelled_total');
+  const ac = new AbortController();
+  const stream = await client.completions.create(
+    { model: 'any', prompt: STORY, max_tokens: 400, stream: true, ignore_eos: true },
+    { signal: ac.signal },
+  );
+  // The client's stream ends quietly on abort (it does not throw).
+  let n = 0;
+  for await (const chunk of stream) {
+    if (++n === 3) ac.abort();
+  }
+  assert.ok(n < 50, `the stream went on after the abort (${n} chunks)`);
+  let running = 1;
+  for (let i = 0; i < 200 && running !== 0; ++i) {
+    running = await metric(srv.url, 'kvshrink_sequences_running');
+    if (running !== 0) await new Promise((r) => setTimeout(r, 20));
+  }
+  assert.equal(running, 0);
+  assert.equal(await metric(srv.url, 'kvshrink_cancelled_total'), before + 1);
+  assert.ok((await metric(srv.url, 'kvshrink_generated_tokens_total')) > 0);
+  assert.equal(await metric(srv.url, 'kvshrink_kv_bytes'), 0);
+});
+
+test('an API key is required when set', async () => {
+  const s = await startServer(['--api-key', 'test-key-123']);
+  try {
+    const bad = new OpenAI({ baseURL: `${s.url}/v1`, apiKey: 'wrong', maxRetries: 0 });
+    await assert.rejects(bad.models.list(), (e) => e instanceof OpenAI.AuthenticationError && e.status === 401);
+    const good = new OpenAI({ baseURL: `${s.url}/v1`, apiKey: 'test-key-123', maxRetries: 0 });
+    const r = await good.completions.create({ model: 'any', prompt: 'Hi', max_tokens: 2 });
+    assert.equal(r.usage.completion_tokens <= 2, true);
+  } finally {
+    await stopServer(s);
+  }
+});

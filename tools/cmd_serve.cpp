@@ -1,0 +1,133 @@
+// kvshrink serve: an OpenAI-compatible HTTP server with per-request KV compression, compressed
+// contexts as resources, continuous batching and a KV memory cap (src/server/, docs/server.md).
+#include <fmt/format.h>
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+#include "cli_common.h"
+#include "core/error.h"
+#include "press/params.h"
+#include "server/server.h"
+
+namespace kvs::cli {
+namespace {
+
+struct ServeCliOptions {
+  EngineOptions eng;
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::string api_key, api_key_env = "KVSHRINK_API_KEY";
+  std::string max_kv_bytes = "0";
+  std::string contexts_dir, model_id;
+  server::SchedulerOptions sched;
+  server::RequestLimits limits;
+  int ctx_size = 0, http_threads = 64;
+  int max_body_mib = 8;
+};
+
+// "0", "512M", "2G", "1073741824" (the memory-trigger syntax); 0 means no cap.
+size_t parse_bytes(const std::string& s) {
+  if (s == "0") return 0;
+  const Trigger t = parse_trigger("memory:" + s);
+  return t.cap_bytes;
+}
+
+void run_serve(ServeCliOptions o) {
+  require_int("--port", o.port, 0, 65535);
+  require_int("--parallel", o.sched.parallel, 1, 4096);
+  require_int("--max-queue", o.sched.max_queue, 0, 1 << 20);
+  require_number("--queue-timeout", o.sched.queue_timeout_s, 0, 86400, true);
+  require_int("--prefill-chunk", o.sched.prefill_chunk, 1, 1 << 20);
+  require_int("--step-delay-ms", o.sched.step_delay_ms, 0, 10000);
+  require_int("--max-tokens", o.limits.max_tokens, 1, 1 << 24);
+  require_int("--max-prompt-tokens", o.limits.max_prompt_tokens, 1, 1 << 24);
+  require_int("--ctx-size", o.ctx_size, 0, 1 << 30);
+  require_int("--http-threads", o.http_threads, 1, 4096);
+  require_int("--max-body-mib", o.max_body_mib, 1, 4096);
+  size_t cap = 0;
+  try {
+    cap = parse_bytes(o.max_kv_bytes);
+  } catch (const Error& e) {
+    fail("--max-kv-bytes must be a byte count (suffix K, M or G allowed) or 0, got '{}'", o.max_kv_bytes);
+  }
+  if (o.api_key.empty() && !o.api_key_env.empty()) {
+    if (const char* k = std::getenv(o.api_key_env.c_str())) o.api_key = k;
+  }
+
+  // SIGINT / SIGTERM stop the server from a thread of their own (blocked here before any thread
+  // starts, so every thread inherits the mask).
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+
+  auto model = Model::load(o.eng.model);
+  server::ServeOptions so;
+  so.engine = o.eng.params();
+  so.engine.kv_max_bytes = cap;
+  so.scheduler = o.sched;
+  so.contexts_dir = o.contexts_dir;
+  so.http.host = o.host;
+  so.http.port = o.port;
+  so.http.api_key = o.api_key;
+  so.http.threads = o.http_threads;
+  so.http.model_id = o.model_id;
+  so.http.limits = o.limits;
+  so.http.limits.ctx_size = o.ctx_size > 0 ? o.ctx_size : std::max(model->hp.n_ctx_train, 1);
+  so.http.limits.max_body_bytes = static_cast<size_t>(o.max_body_mib) << 20;
+  so.http.limits.n_vocab = model->hp.n_vocab;
+  server::Server srv(*model, so);
+  for (const std::string& p : srv.restore_problems()) fmt::print(stderr, "kvshrink serve: warning: {}\n", p);
+  std::thread sig([&srv, sigs] {
+    int got = 0;
+    sigwait(&sigs, &got);
+    fmt::print(stderr, "kvshrink serve: signal {}, stopping\n", got);
+    srv.stop();
+  });
+  sig.detach();
+  fmt::print(stderr,
+             "kvshrink serve: listening on http://{}:{} (model {}, {} threads, KV cap {}, {} parallel, queue {}, contexts "
+             "{}: {} loaded{})\n",
+             o.host, srv.port(), model->name, srv.engine().pool().size(), cap ? format_bytes(cap) : std::string("none"),
+             o.sched.parallel, o.sched.max_queue, srv.store().describe(), srv.store().size(),
+             o.api_key.empty() ? "" : ", API key required");
+  std::fflush(stderr);
+  srv.run();
+}
+
+}  // namespace
+
+void register_serve(CLI::App& app) {
+  auto o = std::make_shared<ServeCliOptions>();
+  CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server with KV compression (docs/server.md)");
+  o->eng.add(cmd);
+  cmd->add_option("--host", o->host, "address to listen on (default loopback only)")->capture_default_str();
+  cmd->add_option("--port", o->port, "port (0: any free port, printed at start)")->capture_default_str();
+  cmd->add_option("--api-key", o->api_key, "require 'Authorization: Bearer KEY' (default: $KVSHRINK_API_KEY if set)");
+  cmd->add_option("--max-kv-bytes", o->max_kv_bytes, "cap on KV cache bytes for all sequences and contexts (K/M/G; 0 = none)")
+      ->capture_default_str();
+  cmd->add_option("--parallel", o->sched.parallel, "sequences decoded together at most")->capture_default_str();
+  cmd->add_option("--max-queue", o->sched.max_queue, "requests waiting for admission at most (429 beyond)")->capture_default_str();
+  cmd->add_option("--queue-timeout", o->sched.queue_timeout_s, "seconds a request may wait for admission (429 after)")
+      ->capture_default_str();
+  cmd->add_option("--prefill-chunk", o->sched.prefill_chunk, "prompt tokens fed per step, interleaved with decoding")
+      ->capture_default_str();
+  cmd->add_option("--step-delay-ms", o->sched.step_delay_ms, "pause after every batched step (tests, demos)")
+      ->capture_default_str();
+  cmd->add_option("--contexts-dir", o->contexts_dir, "persist compressed contexts as .kvc files here (reloaded at start)");
+  cmd->add_option("--ctx-size", o->ctx_size, "positions a sequence may reach (default: the model's training context)");
+  cmd->add_option("--max-prompt-tokens", o->limits.max_prompt_tokens, "tokens of one prompt or context at most")
+      ->capture_default_str();
+  cmd->add_option("--max-tokens", o->limits.max_tokens, "cap on a request's max_tokens")->capture_default_str();
+  cmd->add_option("--max-body-mib", o->max_body_mib, "request body size limit in MiB")->capture_default_str();
+  cmd->add_option("--http-threads", o->http_threads, "HTTP worker threads (each open connection holds one)")
+      ->capture_default_str();
+  cmd->add_option("--model-id", o->model_id, "model id in /v1/models and responses (default: the model's name)");
+  cmd->callback([o] { run_serve(*o); });
+}
+
+}  // namespace kvs::cli
