@@ -97,3 +97,34 @@ size_t resident_bytes(const void* p, size_t n) {
   return res < n ? res : n;
 }
 }  // namespace kvs
+
+namespace kvs {
+size_t map_huge_pages(const void* p, size_t n) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE) && defined(MREMAP_FIXED)
+  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
+  const uintptr_t b = (reinterpret_cast<uintptr_t>(p) + kHuge - 1) & ~(kHuge - 1);
+  const uintptr_t e = (reinterpret_cast<uintptr_t>(p) + n) & ~(kHuge - 1);
+  if (p == nullptr || e <= b) return 0;
+  const size_t len = e - b;
+  // A 2 MiB-aligned anonymous region of len bytes: over-allocate, trim both ends.
+  void* r = ::mmap(nullptr, len + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (r == MAP_FAILED) return 0;
+  const uintptr_t rb = reinterpret_cast<uintptr_t>(r), a = (rb + kHuge - 1) & ~(kHuge - 1);
+  if (a > rb) ::munmap(r, a - rb);
+  if (rb + len + kHuge > a + len) ::munmap(reinterpret_cast<void*>(a + len), rb + len + kHuge - (a + len));
+  void* dst = reinterpret_cast<void*>(a);
+  ::madvise(dst, len, MADV_HUGEPAGE);  // best effort: without THP the copy is plain pages
+  std::memcpy(dst, reinterpret_cast<const void*>(b), len);
+  if (::mprotect(dst, len, PROT_READ) != 0 ||
+      ::mremap(dst, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, reinterpret_cast<void*>(b)) == MAP_FAILED) {
+    ::munmap(dst, len);
+    return 0;
+  }
+  return len;
+#else
+  (void)p;
+  (void)n;
+  return 0;
+#endif
+}
+}  // namespace kvs
