@@ -326,6 +326,37 @@ TEST(D2o, ThresholdFollowsEq10OverThreeDecodeSteps) {
   }
 }
 
+// The decode-time path (kept keys read in place) finds the same nearest pairs as the math
+// building block on copies, for F32 and F16 caches (F16: against the rounded keys).
+TEST(D2o, NearestInCacheEqualsTheBuildingBlock) {
+  for (DType dt : {DType::F32, DType::F16}) {
+    KvLayout layout{1, 1, 16, dt, 8};
+    PagePool pool(layout.page_bytes());
+    KvCache cache(pool, layout);
+    const int n = 70;
+    for (int t = 0; t < n; ++t) {
+      std::vector<float> k(16), v(16, 0.0f);
+      for (int d = 0; d < 16; ++d) k[d] = noise(0, 1, t, d) * (t == 33 ? 0.0f : 1.0f);  // slot 33: a zero key
+      const int32_t pos = t;
+      cache.append(0, 1, k.data(), v.data(), &pos);
+    }
+    std::vector<int32_t> kept;
+    for (int t = 0; t < n; ++t)
+      if (t % 7 != 3) kept.push_back(t);
+    for (int n_ev : {1, 3, 10}) {
+      std::vector<float> ev(static_cast<size_t>(n_ev) * 16), kept_k(kept.size() * 16);
+      for (int i = 0; i < n_ev; ++i) cache.read_k(0, 0, 3 + 7 * i, ev.data() + i * 16);
+      for (size_t j = 0; j < kept.size(); ++j) cache.read_k(0, 0, kept[j], kept_k.data() + j * 16);
+      const auto a = d2o_nearest_in_cache(cache, 0, 0, kept, ev, n_ev);
+      const auto b = math::d2o_nearest(kept_k, static_cast<int64_t>(kept.size()), ev, n_ev, 16);
+      for (int i = 0; i < n_ev; ++i) {
+        EXPECT_NEAR(a.sim[i], b.sim[i], 1e-5f);
+        EXPECT_EQ(a.index[i], b.index[i]) << "evicted " << i;
+      }
+    }
+  }
+}
+
 // The d2o press end to end on a synthetic cache: decode-time trigger, sinks, the d2o allocator,
 // merging on by default and off with merge=false.
 TEST(D2o, PressIsRegisteredWithItsDefaults) {

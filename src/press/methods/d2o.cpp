@@ -35,6 +35,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "kernels/ops.h"
 #include "press/math/apportion.h"
 #include "press/scorers/scorers.h"
 #include "press/select/topk.h"
@@ -149,7 +150,48 @@ CacheEdit D2oSelector::select(const Scores& scores, const Budgets& budgets, cons
   return edit;
 }
 
+math::D2oNearest d2o_nearest_in_cache(const KvCache& c, int layer, int kvh, std::span<const int32_t> kept,
+                                      std::span<const float> evicted, int64_t n_evicted) {
+  const int D = c.layout().head_dim;
+  KVS_ASSERT(evicted.size() == static_cast<size_t>(n_evicted) * D);
+  math::D2oNearest out;
+  out.index.assign(static_cast<size_t>(n_evicted), 0);
+  out.sim.assign(static_cast<size_t>(n_evicted), -INFINITY);
+  if (n_evicted == 0) return out;
+  if (kept.empty()) fail("d2o: {} evicted pairs but no kept pair to match", n_evicted);
+  std::vector<float> inv_e(static_cast<size_t>(n_evicted));  // 1 / |k_e| (0 for a zero key)
+  for (int64_t i = 0; i < n_evicted; ++i) {
+    const float* e = evicted.data() + i * D;
+    const double n2 = kernels::dot_f32(e, e, D);
+    inv_e[static_cast<size_t>(i)] = n2 > 0 ? static_cast<float>(1.0 / std::sqrt(n2)) : 0.0f;
+  }
+  const bool f16 = c.layout().dtype == DType::F16;
+  std::vector<float> row(f16 ? static_cast<size_t>(D) : 0);
+  for (size_t j = 0; j < kept.size(); ++j) {
+    const uint8_t* raw = c.k_row(layer, kvh, kept[j]);
+    const float* k = reinterpret_cast<const float*>(raw);
+    if (f16) {
+      kernels::f16_to_f32(reinterpret_cast<const uint16_t*>(raw), row.data(), D);
+      k = row.data();
+    }
+    const double n2 = kernels::dot_f32(k, k, D);
+    const float inv_k = n2 > 0 ? static_cast<float>(1.0 / std::sqrt(n2)) : 0.0f;
+    for (int64_t i = 0; i < n_evicted; ++i) {
+      const float u = kernels::dot_f32(evicted.data() + i * D, k, D) * inv_e[static_cast<size_t>(i)] * inv_k;
+      if (u > out.sim[static_cast<size_t>(i)]) {  // strict: ties keep the lowest kept index
+        out.sim[static_cast<size_t>(i)] = u;
+        out.index[static_cast<size_t>(i)] = static_cast<int32_t>(j);
+      }
+    }
+  }
+  return out;
+}
+
 namespace {
+
+// Below this many evicted pairs per head (a decode step evicts one) the nearest kept pair is found
+// reading the kept keys in place (one pass, no copies); above it, by blocked sgemm on copies.
+constexpr int64_t kFewEvicted = 16;
 
 // One head: Eqs. 9-12 on the evicted slots of `e`; updates tau/tau_set of this head.
 void merge_head(const KvCache& c, int layer, int kvh, HeadEdit& e, double beta, math::D2oMerge mode, double& tau,
@@ -169,11 +211,17 @@ void merge_head(const KvCache& c, int layer, int kvh, HeadEdit& e, double beta, 
     evicted.push_back(s);
   }
   const int64_t n_ev = static_cast<int64_t>(evicted.size());
-  std::vector<float> kept_k(static_cast<size_t>(n_kept) * D), ev_k(static_cast<size_t>(n_ev) * D);  // [n][D]
-  for (int64_t j = 0; j < n_kept; ++j) c.read_k(layer, kvh, e.keep[static_cast<size_t>(j)], kept_k.data() + j * D);
+  std::vector<float> ev_k(static_cast<size_t>(n_ev) * D);  // [n_ev][D]
   for (int64_t i = 0; i < n_ev; ++i) c.read_k(layer, kvh, evicted[static_cast<size_t>(i)], ev_k.data() + i * D);
   // Eq. 9: nearest kept pair of every evicted pair; Eq. 10: the head's threshold.
-  const math::D2oNearest near = math::d2o_nearest(kept_k, n_kept, ev_k, n_ev, D);
+  math::D2oNearest near;
+  if (n_ev <= kFewEvicted) {
+    near = d2o_nearest_in_cache(c, layer, kvh, e.keep, ev_k, n_ev);
+  } else {
+    std::vector<float> kept_k(static_cast<size_t>(n_kept) * D);  // [n_kept][D]
+    for (int64_t j = 0; j < n_kept; ++j) c.read_k(layer, kvh, e.keep[static_cast<size_t>(j)], kept_k.data() + j * D);
+    near = math::d2o_nearest(kept_k, n_kept, ev_k, n_ev, D);
+  }
   math::D2oThreshold thr = tau_set != 0 ? math::D2oThreshold(beta, tau) : math::D2oThreshold(beta);
   const double t = thr.update(near.sim);
   tau = t;
@@ -201,9 +249,9 @@ void merge_head(const KvCache& c, int layer, int kvh, HeadEdit& e, double beta, 
   std::vector<float> tk(static_cast<size_t>(nt) * D), tv(tk.size());  // [nt][D] target rows
   std::vector<float> mk(static_cast<size_t>(nm) * D), mv(mk.size());  // [nm][D] merged evicted rows
   for (int64_t r = 0; r < nt; ++r) {
-    const int32_t j = targets[static_cast<size_t>(r)];
-    std::copy_n(kept_k.data() + static_cast<size_t>(j) * D, D, tk.data() + r * D);
-    c.read_v(layer, kvh, e.keep[static_cast<size_t>(j)], tv.data() + r * D);
+    const int32_t slot = e.keep[static_cast<size_t>(targets[static_cast<size_t>(r)])];
+    c.read_k(layer, kvh, slot, tk.data() + r * D);
+    c.read_v(layer, kvh, slot, tv.data() + r * D);
   }
   for (int64_t r = 0; r < nm; ++r) {
     const int64_t i = merged[static_cast<size_t>(r)];

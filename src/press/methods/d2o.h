@@ -19,6 +19,7 @@
 // open, with the official code's behaviour); the choices specific to these parts are beside them
 // in d2o.cpp.
 #pragma once
+#include <span>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,13 @@ inline constexpr const char* kD2oTauSet = "d2o.tau_set";  // [n_layer * n_head_k
 // then per layer the mean over its KV heads (Paper) or the mean of the min-max normalised head
 // variances (OfficialMinMax). Needs col_sum statistics. [n_layer].
 std::vector<double> d2o_layer_F(const StatsCollector& stats, math::D2oDensity density);
+
+// Eq. 9 for a few evicted pairs (a decode step evicts one per head): the nearest of the kept slots
+// `kept` of head (layer, kvh), reading their keys in place in the cache (one pass over each row,
+// no copies), for evicted keys [n_evicted][head_dim]. index[i] is a position in `kept`. Same
+// result as math::d2o_nearest on copies (zero keys have similarity 0; ties: lowest kept index).
+math::D2oNearest d2o_nearest_in_cache(const KvCache& cache, int layer, int kvh, std::span<const int32_t> kept,
+                                      std::span<const float> evicted, int64_t n_evicted);
 
 // Layer budgets of Eq. 5. The total is the request's (round(keep x tokens held) or max_tokens x
 // heads); layer l gets the share softmax(-F)_l of it (largest remainder, capped at what the layer
