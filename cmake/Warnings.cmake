@@ -2,8 +2,10 @@
 function(kvs_target_defaults tgt)
   target_compile_options(${tgt} PRIVATE -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare)
   if(KVS_SANITIZE)
-    target_compile_options(${tgt} PRIVATE -fsanitize=address,undefined -fno-omit-frame-pointer)
-    target_link_options(${tgt} PRIVATE -fsanitize=address,undefined)
+    # UBSan is fatal (-fno-sanitize-recover=all): a report fails the test that triggered it instead
+    # of scrolling past while the test passes. scripts/sanitize builds and runs the suite this way.
+    target_compile_options(${tgt} PRIVATE -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer)
+    target_link_options(${tgt} PRIVATE -fsanitize=address,undefined -fno-sanitize-recover=all)
   endif()
 endfunction()
 

@@ -52,6 +52,7 @@ void check_cache_meta(const nlohmann::json& meta, const std::string& file) {
   f.number_or_null("keep_measured", 0.0, 1.0);
   f.number_or_null("keep_chosen", 0.0, 1.0);
   f.object_if_present("press_state");
+  press_state_from_meta(meta, file);  // an object of arrays of finite numbers
   f.integer_or("budget", 0, kMaxCachePositions, 0);
   f.integer_or("sinks", -1, kMaxCachePositions, -1);
   f.integer_or("window", -1, kMaxCachePositions, -1);

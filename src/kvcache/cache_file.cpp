@@ -10,6 +10,7 @@
 #include "core/atomic_output.h"
 #include "core/error.h"
 #include "core/fp16.h"
+#include "core/hash.h"
 #include "core/mapped_file.h"
 #include "kvcache/header_fields.h"
 
@@ -17,16 +18,6 @@ namespace kvs {
 namespace {
 
 constexpr char kMagic[4] = {'K', 'V', 'S', 'C'};
-
-uint64_t fnv1a(uint64_t h, const void* p, size_t n) {
-  const auto* b = static_cast<const uint8_t*>(p);
-  for (size_t i = 0; i < n; ++i) {
-    h ^= b[i];
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-constexpr uint64_t kFnvInit = 1469598103934665603ull;
 
 class Writer {
  public:
@@ -141,7 +132,7 @@ void save_cache(const std::string& path, const KvCache& cache, const nlohmann::j
       for (int32_t s = 0; s < hc.len(); ++s) w.bytes(cache.v_row(layer, kvh, s), rb);
     }
   }
-  w.put<uint64_t>(fnv1a(kFnvInit, w.buf().data(), w.buf().size()));
+  w.put<uint64_t>(fnv1a(kFnv1aInit, w.buf().data(), w.buf().size()));
   write_file_atomic(path, w.buf().data(), w.buf().size());  // unique temporary, fsync, rename
 }
 
@@ -175,7 +166,7 @@ KvLayout CacheHeaderLayout::layout(int page_tokens) const {
   return l;
 }
 
-uint64_t cache_file_checksum(const void* data, size_t n) { return fnv1a(kFnvInit, data, n); }
+uint64_t cache_file_checksum(const void* data, size_t n) { return fnv1a(kFnv1aInit, data, n); }
 
 nlohmann::json parse_cache_header(const uint8_t* data, size_t n, const std::string& name) {
   Reader r(data, n, name);
