@@ -1,5 +1,5 @@
 // Benchmarks of `kvshrink serve` over loopback HTTP (no npm packages: node's fetch). Not run by
-// ctest; results and command lines are in docs/benchmarks/server.md.
+// ctest; results and command lines are in the "Server" section of BENCHMARKS.md.
 //
 //   node tests/server/bench/bench.mjs throughput --bin build/tools/kvshrink --model smollm2-q8.gguf \
 //        [--ctx 2048] [--new 64] [--n 1,4,16] [--modes full,snapkv:0.25] [--reps 3] [-t 2]
