@@ -14,7 +14,10 @@
 //   press=P (required), tasks=LIST (default niah,ruler_niah_single_2,ruler_niah_multikey_1,
 //   squad_multi: the retrieval and QA tasks of the eval; Compactor used a subset of RULER),
 //   ratios=LIST (default 0.1,0.2,...,0.9), depths=LIST (NIAH, default 0.1,0.3,0.5,0.7,0.9),
-//   under_weight=W (default 4).
+//   under_weight=W (default 4), clip=true|false (default true: y above 1 is fitted as 1, see below).
+// y > 1 (the compressed context gave the answer a LOWER NLL) happens when the full-cache NLL is
+// tiny (a retrieved 7-digit value: ~1e-3 nats) and the ratio of two tiny numbers is noise; f(r, c)
+// never exceeds 1, so those triples are fitted as 1 ("no loss") by default. The raw y is stored.
 // --samples N (default 2 per length x depth cell), --tokens L (one target length, default
 // min(n_ctx_train, 1024)). Samples are drawn with seed + 1000003, so they are not the samples
 // `kvshrink eval --seed S` evaluates. The fit is stored under the press's key (quality_key) in
@@ -81,6 +84,9 @@ nlohmann::json run_quality_calibration(const CalibrateArgs& a) {
   const std::vector<double> ratios = parse_list(take("ratios", "0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9"), "ratios", 1e-6, 1.0);
   const std::vector<double> depths = parse_list(take("depths", "0.1,0.3,0.5,0.7,0.9"), "depths", 0.0, 1.0);
   const double under = parse_list(take("under_weight", "4"), "under_weight", 1.0, 1e6)[0];
+  const std::string clip_s = take("clip", "true");
+  const auto clip = parse_bool_word(clip_s);
+  if (!clip) fail("calibrate quality: clip must be true or false, got '{}'", clip_s);
   if (wants_quality(opt, std::nullopt)) fail("calibrate quality: calibrate the press itself, not allocator=quality");
   // Every other option is the press's (validated now, before any work).
   SpecArgs probe_args;
@@ -149,7 +155,7 @@ nlohmann::json run_quality_calibration(const CalibrateArgs& a) {
         for (size_t i = 0; i < qa.size(); ++i) {
           const double nr = answer_nll(a.engine, c.cache(), qa[i].first, qa[i].second);
           const double y = nr > 0 ? full[i] / nr : 1.0;
-          triples.push_back({r, nll_c, y});
+          triples.push_back({r, nll_c, *clip ? std::min(y, 1.0) : y});
           rows.push_back({{"task", task.name()}, {"sample", spec.id}, {"question", i}, {"r", r},
                           {"keep_measured", std::round(c.keep_measured() * 1e6) / 1e6}, {"nll_context", nll_c},
                           {"nll_full", full[i]}, {"nll_compressed", nr}, {"y", y}});
@@ -176,6 +182,7 @@ nlohmann::json run_quality_calibration(const CalibrateArgs& a) {
                     {"iterations", fit.iterations},
                     {"n_triples", fit.n_used},
                     {"under_weight", under},
+                    {"clip", *clip},
                     {"press", press},
                     {"options", opt},
                     {"tasks", tasks},
