@@ -15,7 +15,7 @@ Context::Context(Context&&) noexcept = default;
 Context& Context::operator=(Context&&) noexcept = default;
 
 namespace {
-const Context::Impl& live(const std::unique_ptr<Context::Impl>& p) {
+Context::Impl& live(const std::unique_ptr<Context::Impl>& p) {
   if (!p) throw Error("this Context was moved from");
   return *p;
 }
@@ -29,7 +29,7 @@ void check_head(const kvs::KvCache& c, int layer, int head) {
 
 Answer Context::ask(const std::string& question, const AskOptions& options) {
   return detail::guarded([&] {
-    Impl& c = const_cast<Impl&>(live(impl_));
+    Impl& c = live(impl_);
     const auto q = c.prompt.question_tokens(*c.model->model->tokenizer, question);
     const kvs::AnswerOptions ao = detail::answer_options(options);
     if (options.query_aware) {
