@@ -17,3 +17,9 @@ if(TARGET kvshrink AND NOT KVS_SANITIZE)  # an uninstrumented consumer cannot lo
   # It installs the build tree, so not beside another test that might rebuild it.
   set_tests_properties(api.installed_consumer PROPERTIES LABELS unit TIMEOUT 300 RUN_SERIAL ON)
 endif()
+
+# Layering: every #include of src/ against the link graph (cmake/Layers.cmake).
+kvs_write_layers(${PROJECT_BINARY_DIR}/layers.txt)
+add_test(NAME api.layering COMMAND ${CMAKE_COMMAND} -DSRC=${PROJECT_SOURCE_DIR}/src -DLAYERS=${PROJECT_BINARY_DIR}/layers.txt
+                                   -P ${PROJECT_SOURCE_DIR}/cmake/CheckLayers.cmake)
+set_tests_properties(api.layering PROPERTIES LABELS unit TIMEOUT 60)
