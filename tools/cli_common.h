@@ -15,7 +15,7 @@ namespace kvs::cli {
 
 // Each subcommand file defines one of these and registers it in main.cpp.
 void register_generate(CLI::App& app);
-void register_tokenize(CLI::App& app);
+void register_tokenize(CLI::App& app);  // also `detokenize`
 void register_info(CLI::App& app);
 void register_bench(CLI::App& app);
 void register_make_model(CLI::App& app);
@@ -27,6 +27,7 @@ void register_bench_press(CLI::App& app);
 void register_eval(CLI::App& app);  // cmd_eval.cpp
 void register_calibrate(CLI::App& app);
 void register_serve(CLI::App& app);  // cmd_serve.cpp
+void register_inspect(CLI::App& app);  // cmd_inspect.cpp
 
 // Options every model-running command takes.
 struct EngineOptions {

@@ -23,7 +23,8 @@ struct EvalCliOptions {
   int samples = 5;
   uint64_t seed = 0;
   bool query_aware = false, chat = false, fresh = false, no_progress = false, no_report = false, list = false;
-  std::string system, data, out, report_script;
+  std::string system, data, out, report_script, question_template, answer_prefix;
+  bool has_answer_prefix = false;
   int max_new = 0, ppl_tokens = 0, ppl_chunk = 8, sinks = -1, window = -1;
 };
 
@@ -37,6 +38,8 @@ void run_eval_cmd(const EvalCliOptions& c) {
   if (c.list) return list_tasks();
   if (c.eng.model.empty()) fail("--model is required");
   if (c.out.empty()) fail("-o DIR is required");
+  if (!c.question_template.empty() && c.question_template.find("{question}") == std::string::npos)
+    fail("--question-template must contain {{question}}, got '{}'", c.question_template);
   check_output_dir("-o", c.out);
   require_numbers("--keep", c.keeps, 0, 1, /*lo_open=*/true);
   require_numbers("--depths", c.depths, 0, 1);
@@ -56,6 +59,8 @@ void run_eval_cmd(const EvalCliOptions& c) {
   o.task.ppl_tokens = c.ppl_tokens;
   o.prompt.chat = c.chat;
   o.prompt.system = c.system;
+  o.prompt.question_template = c.question_template;
+  if (c.has_answer_prefix) o.prompt.answer_prefix = c.answer_prefix;
   o.query_aware = c.query_aware;
   o.sinks = c.sinks;
   o.window = c.window;
@@ -105,6 +110,12 @@ void register_eval(CLI::App& app) {
   cmd->add_flag("--query-aware", c->query_aware, "compress context + question together, per question");
   cmd->add_flag("--chat", c->chat, "wrap prompts in the model's chat template");
   cmd->add_option("--system", c->system, "system message (with --chat)");
+  cmd->add_option("--question-template", c->question_template,
+                  "what follows the context instead of each task's question line; {question} is replaced by that line "
+                  "(e.g. $'\\n\\nQuestion: {question}\\nAnswer:')");
+  CLI::Option* prefix_opt = cmd->add_option(
+      "--answer-prefix", c->answer_prefix,
+      "what the answer continues instead of each task's answer prefix ('' = none; {prefix} = the task's own)");
   cmd->add_option("--data", c->data, "benchmark data directory (default: $KVSHRINK_DATA or ../shared/data)");
   cmd->add_option("--max-new", c->max_new, "cap on new tokens per answer (default: per task)")->check(CLI::Range(0, 1 << 16));
   cmd->add_option("--ppl-tokens", c->ppl_tokens, "perplexity window in tokens (default: the largest length)")->check(CLI::Range(0, 1 << 24));
@@ -117,7 +128,10 @@ void register_eval(CLI::App& app) {
   cmd->add_flag("--no-report", c->no_report, "do not run eval/report.py at the end");
   cmd->add_option("--report-script", c->report_script, "report script (default: the source tree's eval/report.py)");
   cmd->add_flag("--list-tasks", c->list, "list the tasks and exit");
-  cmd->callback([c] { run_eval_cmd(*c); });
+  cmd->callback([c, prefix_opt] {
+    c->has_answer_prefix = prefix_opt->count() > 0;
+    run_eval_cmd(*c);
+  });
 }
 
 }  // namespace kvs::cli

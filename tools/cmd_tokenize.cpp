@@ -1,9 +1,16 @@
-// kvshrink tokenize: print token ids (and pieces) for a text, using the model's tokenizer.
+// kvshrink tokenize: print token ids (and pieces) for a text; kvshrink detokenize: the inverse,
+// ids -> text. Both need only the tokenizer: a GGUF file or a Hugging Face directory with
+// tokenizer.json / tokenizer.model (no config.json or weights needed).
 #include <fmt/format.h>
+
+#include <cctype>
+#include <iostream>
+#include <iterator>
 
 #include "cli_common.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "load_tokenizer.h"
 
 namespace kvs::cli {
 namespace {
@@ -16,17 +23,64 @@ struct TokenizeOptions {
 void run_tokenize(const TokenizeOptions& o) {
   std::string text = o.text;
   if (!o.file.empty()) text = read_file(o.file);
-  auto model = Model::load(o.model);
-  const Tokenizer& tok = *model->tokenizer;
-  const auto ids = tok.encode(text, !o.no_bos, o.parse_special);
+  const auto tok = load_tokenizer(o.model);
+  const auto ids = tok->encode(text, !o.no_bos, o.parse_special);
   if (o.ids_only) {
     std::string s = "[";
     for (size_t i = 0; i < ids.size(); ++i) s += fmt::format("{}{}", i ? ", " : "", ids[i]);
     fmt::print("{}]\n", s);
     return;
   }
-  for (int32_t id : ids) fmt::print("{:>8} {:?}\n", id, tok.token_bytes(id));
+  for (int32_t id : ids) fmt::print("{:>8} {:?}\n", id, tok->token_bytes(id));
   fmt::print(stderr, "{} tokens\n", ids.size());
+}
+
+struct DetokenizeOptions {
+  std::string model, file;
+  std::vector<std::string> ids;
+  bool skip_special = false, no_newline = false;
+};
+
+// Token ids from text such as "[1, 15043, 3186]", "1 15043 3186" or "1,15043": integers separated
+// by commas, whitespace and brackets. Throws naming `what` and the offending text.
+std::vector<int32_t> parse_token_ids(const std::string& s, int32_t n_vocab, const std::string& what) {
+  std::vector<int32_t> out;
+  size_t i = 0;
+  while (i < s.size()) {
+    const char c = s[i];
+    if (c == ',' || c == '[' || c == ']' || std::isspace(static_cast<unsigned char>(c))) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < s.size() && s[j] != ',' && s[j] != '[' && s[j] != ']' && !std::isspace(static_cast<unsigned char>(s[j]))) ++j;
+    const std::string w = s.substr(i, j - i);
+    if (w.size() > 10 || w.find_first_not_of("0123456789") != std::string::npos)
+      fail("{}: '{}' is not a token id (expected integers 0..{} separated by commas or spaces)", what, w, n_vocab - 1);
+    const long long v = std::stoll(w);
+    if (v >= n_vocab) fail("{}: token id {} is out of range for this vocabulary (0..{})", what, v, n_vocab - 1);
+    out.push_back(static_cast<int32_t>(v));
+    i = j;
+  }
+  return out;
+}
+
+void run_detokenize(const DetokenizeOptions& o) {
+  if (!o.file.empty() && !o.ids.empty()) fail("give the ids either as arguments or with -f FILE, not both");
+  const auto tok = load_tokenizer(o.model);
+  std::string text;
+  std::string what = "ids";
+  if (!o.file.empty()) {
+    what = o.file;
+    if (o.file == "-") text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    else text = read_file(o.file);
+  } else {
+    for (const auto& a : o.ids) text += a + " ";
+  }
+  const auto ids = parse_token_ids(text, tok->n_vocab(), what);
+  const std::string out = tok->decode(ids, o.skip_special);
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  if (!o.no_newline) std::fputc('\n', stdout);
 }
 
 }  // namespace
@@ -34,13 +88,22 @@ void run_tokenize(const TokenizeOptions& o) {
 void register_tokenize(CLI::App& app) {
   auto o = std::make_shared<TokenizeOptions>();
   CLI::App* cmd = app.add_subcommand("tokenize", "print the token ids of a text");
-  cmd->add_option("-m,--model", o->model, "GGUF file or HF model directory")->required();
+  cmd->add_option("-m,--model", o->model, "GGUF file or HF directory (tokenizer files suffice)")->required();
   cmd->add_option("-p,--prompt", o->text, "text to tokenize");
   cmd->add_option("-f,--file", o->file, "read the text from a file")->check(CLI::ExistingFile);
   cmd->add_flag("--no-bos", o->no_bos, "do not add BOS/EOS");
   cmd->add_flag("--parse-special", o->parse_special, "turn special-token text into special tokens");
   cmd->add_flag("--ids", o->ids_only, "print only the id list");
   cmd->callback([o] { run_tokenize(*o); });
+
+  auto d = std::make_shared<DetokenizeOptions>();
+  CLI::App* de = app.add_subcommand("detokenize", "print the text of token ids (the inverse of tokenize)");
+  de->add_option("-m,--model", d->model, "GGUF file or HF directory (tokenizer files suffice)")->required();
+  de->add_option("ids", d->ids, "token ids: '1 15043 3186', '1,15043' or tokenize --ids' '[1, 15043]'");
+  de->add_option("-f,--file", d->file, "read the ids from a file ('-': standard input)");
+  de->add_flag("--skip-special", d->skip_special, "leave out special tokens (BOS, EOS, ...)");
+  de->add_flag("--no-newline", d->no_newline, "do not end the output with a newline");
+  de->callback([d] { run_detokenize(*d); });
 }
 
 }  // namespace kvs::cli

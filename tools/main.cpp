@@ -71,6 +71,7 @@ int main(int argc, char** argv) {
   kvs::cli::register_eval(app);
   kvs::cli::register_calibrate(app);
   kvs::cli::register_serve(app);
+  kvs::cli::register_inspect(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

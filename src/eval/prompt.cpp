@@ -6,7 +6,34 @@
 
 namespace kvs::eval {
 
+namespace {
+std::string trim_ws(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return {};
+  return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
+}
+// `t` with every `key` replaced by `value`.
+std::string fill_in(std::string t, const std::string& key, const std::string& value) {
+  for (size_t p = 0; (p = t.find(key, p)) != std::string::npos; p += value.size()) t.replace(p, key.size(), value);
+  return t;
+}
+}  // namespace
+
+std::string PromptFormat::query(const Question& q) const {
+  if (question_template.empty()) return q.query;
+  if (question_template.find("{question}") == std::string::npos)
+    fail("--question-template must contain {{question}}, got '{}'", question_template);
+  return fill_in(question_template, "{question}", trim_ws(q.query));
+}
+
+std::string PromptFormat::prefix(const Question& q) const {
+  if (!answer_prefix) return q.answer_prefix;
+  return fill_in(*answer_prefix, "{prefix}", ltrim(q.answer_prefix));
+}
+
 Prompter::Prompter(const Tokenizer& tok, PromptFormat f) : tok_(tok), f_(std::move(f)) {
+  if (!f_.question_template.empty() && f_.question_template.find("{question}") == std::string::npos)
+    fail("--question-template must contain {{question}}, got '{}'", f_.question_template);
   if (!f_.chat) return;
   const ChatParts parts = split_chat_template(tok_, f_.system);
   chat_head_ = parts.head;
@@ -18,8 +45,8 @@ std::string Prompter::context_text(const std::string& context) const {
 }
 
 std::string Prompter::question_text(const Question& q) const {
-  if (!f_.chat) return q.query + q.answer_prefix;
-  return q.query + chat_tail_ + ltrim(q.answer_prefix);
+  if (!f_.chat) return f_.query(q) + f_.prefix(q);
+  return f_.query(q) + chat_tail_ + ltrim(f_.prefix(q));
 }
 
 size_t Prompter::count(const std::string& text) const { return tok_.encode(text, true, f_.chat).size(); }

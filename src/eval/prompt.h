@@ -8,9 +8,14 @@
 //                       model was trained on).
 // Chat:   context = template header + context; question = query + end of the user turn +
 //         assistant header + answer_prefix (leading whitespace removed).
+// PromptFormat::question_template replaces each task's query ("{question}" = the task's query
+// without its surrounding whitespace) and answer_prefix replaces its answer prefix ("{prefix}" =
+// the task's own, leading whitespace removed): `kvshrink eval --question-template/--answer-prefix`,
+// for a model trained on another question format.
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +37,12 @@ struct Question {
 struct PromptFormat {
   bool chat = false;
   std::string system;  // chat only: optional system message
+  std::string question_template;             // "" = each task's own query; else must hold {question}
+  std::optional<std::string> answer_prefix;  // none = each task's own; may hold {prefix}
+  // The query and answer prefix of `q` in this format. Throws kvs::Error if question_template
+  // lacks {question}.
+  std::string query(const Question& q) const;
+  std::string prefix(const Question& q) const;
 };
 
 struct QuestionTokens {

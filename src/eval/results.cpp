@@ -67,8 +67,9 @@ void check_run_identity(const std::string& dir, const json& identity, const json
       fail("{}: unreadable ({}); remove it or use another output directory", p, e.what());
     }
     std::string diff;
+    // A null identity field matches an absent one (fields added later, e.g. question_template).
     for (const auto& [k, v] : identity.items())
-      if (!old.contains(k) || old[k] != v)
+      if (old.contains(k) ? old[k] != v : !v.is_null())
         diff += fmt::format("\n  {}: was {}, now {}", k, old.contains(k) ? old[k].dump() : "(absent)", v.dump());
     if (!diff.empty())
       fail("{} holds results of a different configuration:{}\nuse another -o directory, or --fresh to discard them", dir, diff);

@@ -39,8 +39,8 @@ class ResultsFile {
 };
 
 // Writes dir/run.json (identity + info), or checks that the existing one has the same values for
-// every key of `identity`; throws kvs::Error naming the differing fields otherwise. `info` (e.g.
-// the model's path) is recorded but not compared.
+// every key of `identity` (a null value matching an absent key); throws kvs::Error naming the
+// differing fields otherwise. `info` (e.g. the model's path) is recorded but not compared.
 void check_run_identity(const std::string& dir, const nlohmann::json& identity, const nlohmann::json& info = {});
 
 }  // namespace kvs::eval

@@ -236,6 +236,10 @@ EvalSummary run_eval(const EvalOptions& o, const Model& model, const EngineParam
                    {"ppl_chunk", o.ppl_chunk},
                    {"kv_dtype", ep.kv_dtype == DType::F16 ? "f16" : "f32"},
                    {"page_tokens", ep.page_tokens}};
+  // null when unset: matches result folders made before these options existed.
+  identity["question_template"] =
+      o.prompt.question_template.empty() ? json(nullptr) : json(o.prompt.question_template);
+  identity["answer_prefix"] = o.prompt.answer_prefix ? json(*o.prompt.answer_prefix) : json(nullptr);
   check_run_identity(o.out_dir, identity, {{"model", model.path}, {"model_name", model.name}});
 
   Engine engine(model, ep);

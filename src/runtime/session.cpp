@@ -76,6 +76,7 @@ std::vector<float> CompressedContext::run_prefill(Sequence& s, std::span<const i
     compress_for_cap(s, static_cast<int>(n));
     const Logits mode = nll ? Logits::All : (last && last_logits ? Logits::Last : Logits::None);
     logits = engine_.forward(*s.cache, tokens.subspan(b, n), mode, hooks);
+    if (on_prefill_) on_prefill_(b + n, tokens.size());
     if (nll) {
       // Row i predicts token b + i + 1 (the next chunk's first token for the last row).
       for (size_t i = 0; i < n && b + i + 1 < tokens.size(); ++i)

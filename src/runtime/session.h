@@ -4,6 +4,7 @@
 // `query_aware` instead compresses context + question together, per question (for comparison:
 // a question inside SnapKV's window flatters it).
 #pragma once
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -100,6 +101,9 @@ class CompressedContext {
   int32_t context_tokens() const { return n_context_; }
   // Per-token NLL of the context ([n - 1]; empty unless the press asked for it).
   const std::vector<float>& context_nll() const { return nll_; }
+  // Called after every prefill chunk (context, or question on a fork) with the tokens fed so far
+  // and the tokens of that prefill: a progress display (core/progress.h). Empty: none.
+  void set_prefill_progress(std::function<void(size_t done, size_t total)> fn) { on_prefill_ = std::move(fn); }
 
  private:
   void compress_for_cap(Sequence& s, int n_next);
@@ -119,6 +123,7 @@ class CompressedContext {
   size_t full_bytes_ = 0, full_slots_ = 0;
   double prefill_s_ = 0;
   int32_t n_context_ = 0;
+  std::function<void(size_t, size_t)> on_prefill_;
 };
 
 }  // namespace kvs
