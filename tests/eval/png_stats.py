@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""Prints "WIDTH HEIGHT DISTINCT_COLOURS STDDEV" of an 8-bit RGB/RGBA PNG (stdlib only: zlib).
+"""Prints "WIDTH HEIGHT DISTINCT_COLOURS STDDEV CRC" of an 8-bit RGB/RGBA PNG (stdlib only: zlib).
 
-Used by the inspect browser test to check that Chromium's screenshot of the page is not blank.
+Used by the inspect browser test to check that Chromium's screenshot of the page is not blank, and
+by the PNG writer's test (CRC: zlib.crc32 of the decoded pixel bytes, rows concatenated, no filter
+bytes) to check that Python's zlib inflates our deflate stream to the image we encoded.
 """
 import struct
 import sys
@@ -63,7 +65,8 @@ def main():
             s += lum
             s2 += lum * lum
     mean = s / max(n, 1)
-    print(w, h, len(colours), round(max(s2 / max(n, 1) - mean * mean, 0) ** 0.5, 2))
+    crc = zlib.crc32(b"".join(rows))
+    print(w, h, len(colours), round(max(s2 / max(n, 1) - mean * mean, 0) ** 0.5, 2), crc)
 
 
 if __name__ == "__main__":

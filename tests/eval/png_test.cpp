@@ -6,7 +6,10 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "cli_process.h"
+#include "eval/inspect/heatmap.h"
 #include "eval/inspect/png.h"
+#include "runtime/test_util.h"
 
 namespace kvs::inspect {
 namespace {
@@ -74,7 +77,7 @@ TEST(InspectPng, SmallImageRoundTrips) {
   RgbImage img(3, 2);
   img.set(0, 0, 255, 0, 0);
   img.set(2, 1, 1, 2, 3);
-  const Decoded d = decode(encode_png(img));
+  const Decoded d = decode(encode_png(img, /*compress=*/false));
   EXPECT_EQ(d.width, 3);
   EXPECT_EQ(d.height, 2);
   EXPECT_EQ(d.depth, 8);
@@ -92,11 +95,43 @@ TEST(InspectPng, SmallImageRoundTrips) {
 TEST(InspectPng, LargeImageSpansSeveralStoredBlocks) {
   RgbImage img(300, 200, 7);  // 200 x 901 bytes > 65535: three blocks
   img.set(299, 199, 9, 8, 7);
-  const Decoded d = decode(encode_png(img));
+  const Decoded d = decode(encode_png(img, /*compress=*/false));
   ASSERT_EQ(d.raw.size(), 200u * 901u);
   EXPECT_EQ(uint8_t(d.raw[200 * 901 - 1]), 7);
   EXPECT_EQ(uint8_t(d.raw[200 * 901 - 3]), 9);
   EXPECT_EQ(uint8_t(d.raw[901 + 5]), 7);
+}
+
+// The compressed stream (fixed Huffman, run and previous-row matches) inflated by Python's zlib
+// gives back the pixels; it is much smaller than the stored one on a heatmap-like image.
+TEST(InspectPng, CompressedStreamInflatesToTheImage) {
+  const std::string python = test::find_program("python3");
+  if (python.empty()) GTEST_SKIP() << "python3 is needed to inflate the stream";
+  RgbImage img(700, 90);  // runs of colours, rows repeated, some noise, a width > 258 / 3 pixels
+  uint32_t x = 12345;
+  for (int y = 0; y < img.height; ++y)
+    for (int c = 0; c < img.width; ++c) {
+      x = x * 1103515245u + 12345u;
+      const auto col = keep_color((c / 37 % 5) / 4.0);
+      if (y % 30 < 25) img.set(c, y, col[0], col[1], col[2]);
+      if ((x >> 16) % 97 == 0) img.set(c, y, uint8_t(x >> 8), uint8_t(x >> 16), uint8_t(x >> 24));
+    }
+  const std::string packed = encode_png(img), stored = encode_png(img, false);
+  EXPECT_LT(packed.size() * 5, stored.size());
+  test::TempDir d("png_compressed");
+  {
+    std::ofstream(d / "a.png", std::ios::binary) << packed;
+  }
+  const auto r = test::run_process({python, std::string(KVS_SOURCE_DIR) + "/tests/eval/png_stats.py", d / "a.png"}, d.str(), "stats");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream in(r.out);
+  int w = 0, h = 0, colours = 0;
+  double sd = 0;
+  uint32_t crc = 0;
+  in >> w >> h >> colours >> sd >> crc;
+  EXPECT_EQ(w, 700);
+  EXPECT_EQ(h, 90);
+  EXPECT_EQ(crc, crc32(img.rgb.data(), img.rgb.size()));
 }
 
 TEST(InspectPng, RefusesBadSizes) {

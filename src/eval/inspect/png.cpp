@@ -59,6 +59,104 @@ std::string zlib_stored(const std::string& raw) {
   return z;
 }
 
+// Bits into bytes, least significant first (deflate's order).
+class BitWriter {
+ public:
+  explicit BitWriter(std::string& out) : out_(out) {}
+  void put(uint32_t bits, int n) {  // the low n bits of `bits`, LSB first
+    acc_ |= uint64_t{bits} << fill_;
+    fill_ += n;
+    while (fill_ >= 8) {
+      out_.push_back(static_cast<char>(acc_ & 0xFF));
+      acc_ >>= 8;
+      fill_ -= 8;
+    }
+  }
+  // A Huffman code: written most significant bit first.
+  void put_code(uint32_t code, int n) {
+    uint32_t r = 0;
+    for (int i = 0; i < n; ++i) r |= ((code >> i) & 1u) << (n - 1 - i);
+    put(r, n);
+  }
+  void flush() {
+    if (fill_ > 0) out_.push_back(static_cast<char>(acc_ & 0xFF));
+    acc_ = 0;
+    fill_ = 0;
+  }
+
+ private:
+  std::string& out_;
+  uint64_t acc_ = 0;
+  int fill_ = 0;
+};
+
+// The fixed Huffman code of a literal/length symbol 0..287 (RFC 1951, 3.2.6).
+void put_litlen(BitWriter& w, int sym) {
+  if (sym < 144) w.put_code(0x30 + sym, 8);
+  else if (sym < 256) w.put_code(0x190 + sym - 144, 9);
+  else if (sym < 280) w.put_code(sym - 256, 7);
+  else w.put_code(0xC0 + sym - 280, 8);
+}
+
+void put_length(BitWriter& w, int len) {  // 3..258
+  static constexpr int base[] = {3,  4,  5,  6,  7,  8,  9,  10, 11,  13,  15,  17,  19,  23, 27,
+                                 31, 35, 43, 51, 59, 67, 83, 99, 115, 131, 163, 195, 227, 258};
+  static constexpr int extra[] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0};
+  int i = 28;
+  while (base[i] > len) --i;
+  put_litlen(w, 257 + i);
+  if (extra[i]) w.put(static_cast<uint32_t>(len - base[i]), extra[i]);
+}
+
+void put_distance(BitWriter& w, int dist) {  // 1..32768
+  static constexpr int base[] = {1,   2,   3,   4,   5,   7,    9,    13,   17,   25,   33,   49,   65,    97,    129,
+                                 193, 257, 385, 513, 769, 1025, 1537, 2049, 3073, 4097, 6145, 8193, 12289, 16385, 24577};
+  int i = 29;
+  while (base[i] > dist) --i;
+  w.put_code(static_cast<uint32_t>(i), 5);
+  const int extra = i < 4 ? 0 : i / 2 - 1;
+  if (extra) w.put(static_cast<uint32_t>(dist - base[i]), extra);
+}
+
+// zlib stream of one fixed-Huffman deflate block. Matches are looked for at two distances only:
+// the previous pixel (`bpp`) and the previous scanline (`stride`), which is what a heatmap repeats
+// (runs of one colour, identical rows within a layer).
+std::string zlib_fixed(const std::string& raw, int bpp, int stride) {
+  std::string z;
+  z.push_back(0x78);
+  z.push_back(0x01);
+  BitWriter w(z);
+  w.put(1, 1);  // BFINAL
+  w.put(1, 2);  // BTYPE 01: fixed Huffman
+  const size_t n = raw.size();
+  size_t i = 0;
+  while (i < n) {
+    int best_len = 0, best_dist = 0;
+    for (int dist : {bpp, stride}) {
+      if (dist <= 0 || dist > 32768 || static_cast<size_t>(dist) > i) continue;
+      int len = 0;
+      while (len < 258 && i + static_cast<size_t>(len) < n && raw[i + static_cast<size_t>(len)] == raw[i + static_cast<size_t>(len) - static_cast<size_t>(dist)])
+        ++len;
+      if (len > best_len) {
+        best_len = len;
+        best_dist = dist;
+      }
+    }
+    if (best_len >= 3) {
+      put_length(w, best_len);
+      put_distance(w, best_dist);
+      i += static_cast<size_t>(best_len);
+    } else {
+      put_litlen(w, static_cast<uint8_t>(raw[i]));
+      ++i;
+    }
+  }
+  put_litlen(w, 256);  // end of block
+  w.flush();
+  put_u32be(z, adler32(reinterpret_cast<const uint8_t*>(raw.data()), raw.size()));
+  return z;
+}
+
 }  // namespace
 
 RgbImage::RgbImage(int w, int h, uint8_t fill) : width(w), height(h) {
@@ -91,7 +189,7 @@ uint32_t adler32(const uint8_t* data, size_t n, uint32_t adler) {
   return (b << 16) | a;
 }
 
-std::string encode_png(const RgbImage& img) {
+std::string encode_png(const RgbImage& img, bool compress) {
   if (img.width <= 0 || img.height <= 0 || img.width > kMaxSide || img.height > kMaxSide ||
       img.rgb.size() != static_cast<size_t>(img.width) * img.height * 3)
     fail("PNG: image of {} x {} with {} bytes is not a valid RGB image", img.width, img.height, img.rgb.size());
@@ -109,7 +207,7 @@ std::string encode_png(const RgbImage& img) {
     raw.push_back('\0');
     raw.append(reinterpret_cast<const char*>(img.rgb.data() + y * row), row);
   }
-  put_chunk(out, "IDAT", zlib_stored(raw));
+  put_chunk(out, "IDAT", compress ? zlib_fixed(raw, 3, static_cast<int>(row + 1)) : zlib_stored(raw));
   put_chunk(out, "IEND", std::string());
   return out;
 }

@@ -1,6 +1,7 @@
-// A minimal PNG writer: 8-bit RGB, no interlace, the image data in stored (uncompressed) deflate
-// blocks inside a zlib stream (so no compression library is needed; a 2000 x 200 heatmap is
-// ~1.2 MB). Chunk CRCs (CRC-32) and the zlib Adler-32 are computed here.
+// A minimal PNG writer: 8-bit RGB, no interlace, filter None, the image data in a zlib stream of
+// our own (no compression library needed): one fixed-Huffman deflate block with run and
+// previous-row matches, or stored (uncompressed) blocks. Chunk CRCs (CRC-32) and the zlib
+// Adler-32 are computed here.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -20,8 +21,10 @@ struct RgbImage {
 uint32_t crc32(const uint8_t* data, size_t n, uint32_t crc = 0);  // PNG/zlib CRC-32 (reflected 0xEDB88320)
 uint32_t adler32(const uint8_t* data, size_t n, uint32_t adler = 1);
 
-// The PNG file's bytes. Throws kvs::Error for an empty or oversized image (> 2^14 on a side).
-std::string encode_png(const RgbImage& img);
+// The PNG file's bytes. compress: one fixed-Huffman deflate block with matches at the previous
+// pixel and the previous row (a heatmap shrinks ~30x); else stored blocks. Throws kvs::Error for an
+// empty or oversized image (> 2^14 on a side).
+std::string encode_png(const RgbImage& img, bool compress = true);
 // Writes encode_png(img) to `path` atomically; throws kvs::Error naming the path.
 void write_png(const std::string& path, const RgbImage& img);
 
