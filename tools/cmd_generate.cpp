@@ -5,6 +5,7 @@
 #include "cli_common.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "core/progress.h"
 #include "core/timer.h"
 #include "press_options.h"
 #include "runtime/sampler.h"
@@ -63,6 +64,7 @@ void run_generate(const GenerateOptions& o) {
     // (with decode-time eviction for presses that do it).
     if (ids.size() < 2) fail("--press needs a prompt of at least 2 tokens");
     CompressedContext ctx(engine, o.press.spec());
+    if (!o.quiet) ctx.set_prefill_progress(progress_callback("prefill", prefill_progress_options()));
     Timer pt;
     ctx.prefill(std::span<const int32_t>(ids).first(ids.size() - 1));
     AnswerOptions ao;
@@ -88,10 +90,19 @@ void run_generate(const GenerateOptions& o) {
   }
   auto cache = engine.new_cache();
   Utf8Stream out;
-  if (!o.chat) out.write(prompt);
   Timer pt;
-  std::vector<float> logits = engine.forward(*cache, ids, Logits::Last);
+  // Prefill in the engine's chunks, showing progress (on stderr, silent under a second); the
+  // prompt is echoed once it is in, so that a progress bar does not draw over it.
+  const auto progress = o.quiet ? nullptr : progress_callback("prefill", prefill_progress_options());
+  const size_t nb = static_cast<size_t>(std::max(1, engine.params().n_batch));
+  std::vector<float> logits;
+  for (size_t b = 0; b < ids.size(); b += nb) {
+    const size_t n = std::min(nb, ids.size() - b);
+    logits = engine.forward(*cache, std::span<const int32_t>(ids).subspan(b, n), b + n == ids.size() ? Logits::Last : Logits::None);
+    if (progress) progress(b + n, ids.size());
+  }
   const double prefill_s = pt.seconds();
+  if (!o.chat) out.write(prompt);
   Timer dt;
   int n_gen = 0;
   for (; n_gen < o.n_predict; ++n_gen) {
