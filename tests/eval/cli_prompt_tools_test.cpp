@@ -70,6 +70,28 @@ TEST_F(CliPromptTools, EvalTakesAQuestionTemplateAndAnswerPrefix) {
   const auto run = nlohmann::json::parse(test::read_all(d / "out/run.json"));
   EXPECT_NE(run.dump().find("\"question_template\":\"\\n{question}\""), std::string::npos) << run.dump();
   EXPECT_NE(run.dump().find("\"answer_prefix\":\"{prefix}\""), std::string::npos) << run.dump();
+  // The format matters: the testbed model (trained on "\n{question} {answer prefix}") retrieves
+  // with its own format and not with a Question:/Answer: one without the answer prefix.
+  auto mean_score = [&](const std::string& dir) {
+    std::istringstream in(test::read_all(dir + "/results.jsonl"));
+    std::string line;
+    double sum = 0;
+    int n = 0;
+    while (std::getline(in, line))
+      if (!line.empty()) sum += nlohmann::json::parse(line).value("score", 0.0), ++n;
+    return n ? sum / n : -1.0;
+  };
+  const std::vector<std::string> grid = {"eval", "-m", model, "--tasks", "niah", "--presses", "full", "--samples", "1",
+                                         "--lengths", "512", "--depths", "0.3,0.7", "--max-new", "8", "-t", "2",
+                                         "--no-progress", "--no-report"};
+  auto own = grid, other = grid;
+  own.insert(own.end(), {"-o", d / "own"});
+  other.insert(other.end(), {"--question-template", "\n\nQuestion: {question}\nAnswer:", "--answer-prefix", "", "-o", d / "other"});
+  ASSERT_EQ(test::run_kvshrink(own, d.str(), "eval_own", 120).exit_code, 0);
+  ASSERT_EQ(test::run_kvshrink(other, d.str(), "eval_other", 120).exit_code, 0);
+  EXPECT_GT(mean_score(d / "own"), mean_score(d / "other"));
+  EXPECT_GE(mean_score(d / "other"), 0.0);
+
   r = test::run_kvshrink({"eval", "-m", model, "--tasks", "niah", "--presses", "full", "--question-template", "no placeholder",
                           "-o", d / "out2"},
                          d.str(), "eval_bad");
