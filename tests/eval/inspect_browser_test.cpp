@@ -102,18 +102,21 @@ TEST(InspectBrowser, PageRendersInHeadlessChromium) {
     EXPECT_NE(dom.find("outlined: "), std::string::npos) << "the needle was not found in the page's text";
     EXPECT_GE(count_of(dom, "tok mark"), 1u);
     EXPECT_EQ(count_of(dom, "class=\"cell"), static_cast<size_t>(n_layer * n_head_kv));  // the layer x KV-head grid
+    // The overview canvas was drawn (the script sizes it to the text's width; 1000 is the HTML's).
+    EXPECT_EQ(count_of(dom, "<canvas id=\"overview\""), 1u);
+    EXPECT_EQ(count_of(dom, "<canvas id=\"overview\" width=\"1000\""), 0u);
 
     const std::string shot = d / (press + "-page.png");
     args = chromium_args(chromium, d / "profile");
     args.push_back("--screenshot=" + shot);
-    args.push_back("--window-size=1280,1400");
+    args.push_back("--window-size=1280,1500");
     args.push_back("file://" + html);
     r = test::run_process(args, d.str(), "screenshot", 60);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     ASSERT_TRUE(fs::exists(shot));
     const Shot s = png_stats(python, shot, d.str());
     EXPECT_EQ(s.width, 1280);
-    EXPECT_EQ(s.height, 1400);
+    EXPECT_EQ(s.height, 1500);
     EXPECT_GT(s.colours, 20) << "the screenshot looks blank";
     EXPECT_GT(s.stddev, 10.0) << "the screenshot looks blank";
 

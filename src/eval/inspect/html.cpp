@@ -116,6 +116,8 @@ button{font:inherit;font-size:12px;padding:1px 8px;cursor:pointer}
 .tok.sp{font-style:italic;opacity:.85}
 .tok.mark{outline:2px solid #d62728;outline-offset:0}
 .tok:hover{outline:1px solid #000}
+.tok.flash{outline:3px solid #ff7f0e}
+#overview{display:block;cursor:crosshair;border:1px solid #ddd;background:#ebebeb;max-width:100%}
 )CSS";
 
 constexpr const char* kScript = R"JS(
@@ -165,6 +167,18 @@ if(D.mark){let text='',starts=[];toks.forEach(function(s){starts.push(text.lengt
   if(at>=0){const end=at+D.mark.length;markText=D.mark;
     toks.forEach(function(s,t){const a=starts[t],b=a+s.textContent.length;if(b>at&&a<end){s.classList.add('mark');marked.push(t);}});}
   else document.getElementById('markinfo').textContent='\u201c'+D.mark+'\u201d is not in the context';}
+const cv=document.getElementById('overview');
+function drawOverview(){const W=Math.max(200,Math.min(4096,document.getElementById('text').clientWidth||1000));
+  const rh=Math.max(6,Math.min(24,Math.floor(120/Math.max(L,1)))),band=marked.length?8:0;
+  cv.width=W;cv.height=band+L*rh;cv.style.width=W+'px';const g=cv.getContext('2d');
+  for(let l=0;l<L;l++){const f=new Float64Array(N);for(let h=0;h<H;h++){const b=bits[l*H+h];for(let t=0;t<N;t++)f[t]+=b[t];}
+    for(let x=0;x<W;x++){const t0=Math.floor(x*N/W),t1=Math.max(t0+1,Math.floor((x+1)*N/W));let v=0;
+      for(let t=t0;t<t1;t++)v+=f[t];g.fillStyle=color(v/((t1-t0)*H));g.fillRect(x,band+l*rh,1,rh-1);}}
+  g.fillStyle='#d62728';for(const t of marked)g.fillRect(Math.floor(t*W/N),0,Math.max(1,Math.ceil(W/N)),band-2);}
+cv.addEventListener('click',function(e){const r=cv.getBoundingClientRect();
+  const t=Math.min(N-1,Math.max(0,Math.floor((e.clientX-r.left)/r.width*N)));if(!toks[t])return;
+  toks[t].scrollIntoView({block:'center'});toks[t].classList.add('flash');setTimeout(function(){toks[t].classList.remove('flash');},1200);});
+if(N>0&&L>0)drawOverview();
 const hm=/layer=(\d+)(?:&head=(\d+))?/.exec(location.hash);
 if(hm&&+hm[1]<L&&(hm[2]===undefined||+hm[2]<H))pinned={layer:+hm[1],head:hm[2]===undefined?-1:+hm[2]};
 cur=null;show(pinned);
@@ -237,6 +251,9 @@ std::string render_html(const InspectPage& p) {
   html += "<section><h2>Keep ratio per layer &times; KV head</h2>\n" + grid_table(m) +
           "\n<p class=\"legend\">hover a layer to shade the text by its heads &middot; click a layer or a cell to pin it "
           "<button id=\"all\" type=\"button\">all heads</button></p>\n</section>\n</div>\n";
+  html += "<h2>Overview: tokens &times; layers</h2>\n<p class=\"legend\">each row a layer (0 on top), each column a stretch of the "
+          "context shaded by the fraction of that layer's heads keeping it; red: the outlined text; click to jump there</p>\n"
+          "<canvas id=\"overview\" width=\"1000\" height=\"40\"></canvas>\n";
   html += "<h2>Context</h2>\n<div class=\"legend\"><span>kept by none</span><span class=\"ramp\"></span><span>by all</span>"
           "<span id=\"markinfo\"></span></div>\n<div id=\"view\"></div><div id=\"info\"></div>\n<div id=\"text\">";
   const std::vector<double> f = m.token_fraction();  // [n_tokens]: the shading before the script runs
