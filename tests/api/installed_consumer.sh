@@ -46,4 +46,16 @@ check_answer "$out"
 q="What is the special magic number for quiet-harbor mentioned in the provided text? The special magic number for quiet-harbor mentioned in the provided text is"
 ans=$("$prefix/bin/kvshrink" ask -m "$model" "$work/ctx.kvc" -n 8 "$q" 2>/dev/null)
 grep -q "^A: *4071589" <<<"$ans" || { echo "installed kvshrink ask: $ans"; exit 1; }
+# 4. the installed Python package (when the bindings were built; KVS_PYTHON names their Python)
+mod=$(find "$prefix" -name '_kvshrink*.so' | head -1)
+if [ -n "$mod" ] && [ -n "${KVS_PYTHON:-}" ]; then
+  site=$(dirname "$(dirname "$mod")")
+  (cd "$work" && PYTHONPATH="$site" "$KVS_PYTHON" -c "
+import kvshrink, sys
+assert kvshrink.__file__.startswith('$site'), kvshrink.__file__
+ctx = kvshrink.load('$work/ctx.kvc', kvshrink.Model('$model'))
+a = ctx.ask('$q', max_new_tokens=8)
+assert a.startswith(' 4071589'), a
+print('installed Python package answers', repr(a))")
+fi
 echo "installed consumer: ok"

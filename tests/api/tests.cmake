@@ -16,6 +16,9 @@ if(TARGET kvshrink AND NOT KVS_SANITIZE)  # an uninstrumented consumer cannot lo
                    ${PROJECT_BINARY_DIR}/test_tmp/install)
   # It installs the build tree, so not beside another test that might rebuild it.
   set_tests_properties(api.installed_consumer PROPERTIES LABELS unit TIMEOUT 300 RUN_SERIAL ON)
+  if(KVS_HAVE_PYTHON)
+    set_tests_properties(api.installed_consumer PROPERTIES ENVIRONMENT "KVS_PYTHON=${Python_EXECUTABLE}")
+  endif()
 endif()
 
 # Layering: every #include of src/ against the link graph (cmake/Layers.cmake).
