@@ -1,0 +1,180 @@
+// A benchmark, not a test (it asserts nothing about time): KVzip's scoring time (the repeat pass)
+// and Compactor's cost (its statistics during prefill + scoring) against the prefill time, and the
+// peak extra KV memory while KVzip scores, on a model given in the environment. Skipped unless
+// KVS_BENCH_KVZIP_COMPACTOR names a model:
+//
+//   build/tools/kvshrink make-model --shape smollm2-135m --type q8_0 -o /tmp/smollm2-q8.gguf
+//   KVS_BENCH_KVZIP_COMPACTOR=/tmp/smollm2-q8.gguf [KVS_BENCH_CTX=2048,8192] [KVS_BENCH_ROUNDS=3]
+//       build/tests/test_slow --gtest_filter='KvzipCompactorBench.*'
+//
+// Per context length (random tokens), round by round, interleaved so that load from other
+// processes hits them alike: a plain prefill (no statistics), KVzip's scoring on a fork of it, a
+// prefill collecting Compactor's statistics (pre-RoPE keys + non-causal chunk attention) then its
+// scoring, a prefill with SnapKV's window then its scoring. Medians over rounds. Memory: the KV
+// pool's bytes in use, sampled at every layer of every repeat pass (the probe's fork), minus what
+// the cache held before; the scorer's own scratch (one tile per thread, one layer's gathered keys)
+// is given by formula.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <random>
+#include <sstream>
+
+#include "core/timer.h"
+#include "press/methods/kvzip.h"
+#include "press/registry.h"
+#include "runtime/engine_probe.h"
+#include "runtime/session.h"
+
+namespace kvs {
+namespace {
+
+std::vector<int> env_ints(const char* name, std::vector<int> def) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return def;
+  std::vector<int> out;
+  std::stringstream ss(v);
+  for (std::string item; std::getline(ss, item, ',');) out.push_back(std::stoi(item));
+  return out;
+}
+
+std::vector<int32_t> random_tokens(int n, int n_vocab, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<int32_t> v(static_cast<size_t>(n));
+  for (auto& x : v) x = 3 + static_cast<int32_t>(rng() % static_cast<uint64_t>(n_vocab - 3));
+  return v;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// An observer in front of another that samples the KV pool at every layer.
+struct PoolSampler : LayerObserver {
+  LayerObserver& inner;
+  const PagePool& pool;
+  size_t peak = 0;
+  PoolSampler(LayerObserver& i, const PagePool& p) : inner(i), pool(p) {}
+  void on_layer(const LayerView& v) override {
+    peak = std::max(peak, pool.bytes_in_use());
+    inner.on_layer(v);
+  }
+  bool needs_pre_rope() const override { return inner.needs_pre_rope(); }
+};
+
+// The engine's probe, with the pool sampled during probe forwards.
+struct MeasuringProbe : ModelProbe {
+  EngineProbe inner;
+  const PagePool& pool;
+  size_t peak = 0;
+  MeasuringProbe(Engine& e, std::span<const int32_t> ctx) : inner(e, ctx), pool(e.page_pool()) {}
+  ProbeDims dims() const override { return inner.dims(); }
+  void project_queries(int l, const float* h, int n, const float* cs, bool shared, float* out) override {
+    inner.project_queries(l, h, n, cs, shared, out);
+  }
+  std::vector<float> rope_table(std::span<const int32_t> pos) const override { return inner.rope_table(pos); }
+  std::vector<float> rope_table_mean(int32_t f, int32_t c) const override { return inner.rope_table_mean(f, c); }
+  void probe_forward(const KvCache& c, std::span<const int32_t> t, LayerObserver& o) override {
+    PoolSampler s(o, pool);
+    inner.probe_forward(c, t, s);
+    peak = std::max(peak, s.peak);
+  }
+  void probe_forward_continue(const KvCache& c, std::span<const int32_t> t, LayerObserver& o) override {
+    PoolSampler s(o, pool);
+    inner.probe_forward_continue(c, t, s);
+    peak = std::max(peak, s.peak);
+  }
+  void end_probe_session() override { inner.end_probe_session(); }
+  std::span<const int32_t> context_tokens() const override { return inner.context_tokens(); }
+  std::span<const float> context_nll() const override { return inner.context_nll(); }
+  std::vector<int32_t> encode(const std::string& text, bool chat) const override { return inner.encode(text, chat); }
+  bool has_chat_template() const override { return inner.has_chat_template(); }
+  const nlohmann::json* calibration(const std::string& press) override { return inner.calibration(press); }
+};
+
+std::string mib(double b) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", b / (1024.0 * 1024.0));
+  return buf;
+}
+
+TEST(KvzipCompactorBench, ScoringCostAndKvzipMemory) {
+  const char* path = std::getenv("KVS_BENCH_KVZIP_COMPACTOR");
+  if (!path || !*path) GTEST_SKIP() << "set KVS_BENCH_KVZIP_COMPACTOR=<model.gguf> to run";
+  auto model = Model::load(path);
+  EngineParams ep;
+  ep.n_threads = 2;
+  ep.kv_dtype = DType::F16;
+  Engine e(*model, ep);
+  const int rounds = env_ints("KVS_BENCH_ROUNDS", {3})[0];
+  const AttnShape shape = e.attn_shape();
+  std::printf("model: %s — %s; 2 threads, KV f16, n_batch %d\n\n", model->name.c_str(), model->hp.summary().c_str(),
+              ep.n_batch);
+  std::printf("| context | prefill | KVzip scoring | KVzip / prefill | Compactor stats + scoring | Compactor / prefill | "
+              "SnapKV scoring / prefill | full KV | KVzip peak extra KV | + scorer scratch |\n");
+  std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (int C : env_ints("KVS_BENCH_CTX", {2048, 8192})) {
+    const auto ctx = random_tokens(C, model->hp.n_vocab, 42 + C);
+    std::vector<double> tp, tkz, tcs, tcp, tsn;
+    size_t full_bytes = 0, peak_extra = 0;
+    for (int r = 0; r < rounds; ++r) {
+      {  // plain prefill, then KVzip on a fork
+        auto cache = e.new_cache();
+        Timer t;
+        e.forward(*cache, ctx, Logits::None);
+        tp.push_back(t.seconds());
+        full_bytes = cache->bytes_held();
+        auto fork = cache->fork();
+        const size_t before = e.page_pool().bytes_in_use();
+        MeasuringProbe probe(e, ctx);
+        CompressRequest req;
+        req.keep = 0.25;
+        req.sinks = 4;
+        const CompressResult res = compress(*fork, nullptr, make_press("kvzip"), req, shape, e.pool(), {&probe, nullptr});
+        tkz.push_back(res.score_seconds);
+        peak_extra = std::max(peak_extra, probe.peak - before);
+      }
+      {  // Compactor: its statistics during prefill, then scoring + selection
+        const Press p = make_press("compactor");
+        auto cache = e.new_cache();
+        auto st = e.new_stats(p.needs().stats);
+        e.forward(*cache, ctx, Logits::None, st.get());
+        CompressRequest req;
+        req.keep = 0.25;
+        req.sinks = 8;
+        req.window = 4;
+        const CompressResult res = compress(*cache, st.get(), p, req, shape, e.pool(), {});
+        tcs.push_back(st->seconds());
+        tcp.push_back(res.score_seconds);
+      }
+      {  // SnapKV for reference
+        const Press p = make_press("snapkv");
+        auto cache = e.new_cache();
+        auto st = e.new_stats(p.needs().stats);
+        e.forward(*cache, ctx, Logits::None, st.get());
+        CompressRequest req;
+        req.keep = 0.25;
+        const CompressResult res = compress(*cache, st.get(), p, req, shape, e.pool(), {});
+        tsn.push_back(st->seconds() + res.score_seconds);
+      }
+    }
+    const double p = median(tp), kz = median(tkz), cs = median(tcs), cp = median(tcp), sn = median(tsn);
+    // Scratch of the repeat pass's observer: per thread a 64 x (sinks + m + n_in) tile and the
+    // queries; one layer's gathered keys (every KV head); per thread a max per chunk slot.
+    const int m = std::min(C - 4, 2048);
+    EngineProbe ep_probe(e, ctx);
+    const int n_in = static_cast<int>(kvzip_repeat_input(ep_probe, ctx, 4, 4 + m, true, KvzipOptions{}).size());
+    const int cols = 4 + m + n_in;
+    const double scratch = 4.0 * (e.pool().size() * (64.0 * cols + 64.0 * shape.head_dim + shape.n_head_kv * m) +
+                                  shape.n_head_kv * static_cast<double>(cols) * shape.head_dim);
+    std::printf("| %d | %.2f s | %.2f s | %.2fx | %.3f + %.3f s | %.3fx | %.3fx | %s | %s (%.0f%%) | %s |\n", C, p, kz,
+                kz / p, cs, cp, (cs + cp) / p, sn / p, mib(static_cast<double>(full_bytes)).c_str(),
+                mib(static_cast<double>(peak_extra)).c_str(), 100.0 * peak_extra / full_bytes, mib(scratch).c_str());
+    std::fflush(stdout);
+  }
+}
+
+}  // namespace
+}  // namespace kvs
