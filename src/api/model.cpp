@@ -17,16 +17,16 @@ kvs::EngineParams engine_params(const ModelOptions& o) {
   kvs::EngineParams p;
   const int hw = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   if (o.threads < 0 || o.threads > 4 * hw)
-    kvs::fail("ModelOptions.threads must be in 0..{} (0 = all cores), got {}", 4 * hw, o.threads);
+    kvs::fail("threads must be in 0..{} (0 = all cores), got {}", 4 * hw, o.threads);
   p.n_threads = o.threads;
   kvs::DType t;
   if (!kvs::dtype_from_name(o.kv_type, &t) || (t != kvs::DType::F32 && t != kvs::DType::F16))
-    kvs::fail("ModelOptions.kv_type '{}' is not supported (expected f32 or f16)", o.kv_type);
+    kvs::fail("kv_type '{}' is not supported (expected f32 or f16)", o.kv_type);
   p.kv_dtype = t;
   if (o.page_tokens < 1 || o.page_tokens > 65536)
-    kvs::fail("ModelOptions.page_tokens must be in 1..65536, got {}", o.page_tokens);
+    kvs::fail("page_tokens must be in 1..65536, got {}", o.page_tokens);
   p.page_tokens = o.page_tokens;
-  if (o.batch < 1 || o.batch > (1 << 20)) kvs::fail("ModelOptions.batch must be in 1..1048576, got {}", o.batch);
+  if (o.batch < 1 || o.batch > (1 << 20)) kvs::fail("batch must be in 1..1048576, got {}", o.batch);
   p.n_batch = o.batch;
   return p;
 }

@@ -33,6 +33,8 @@ kvs::cli::PressOptions press_options(const CompressOptions& o) {
 }
 
 kvs::cli::PromptOptions prompt_options(const CompressOptions& o) {
+  if (!o.question_template.empty() && o.question_template.find("{question}") == std::string::npos)
+    kvs::fail("question_template must contain {{question}}, got '{}'", o.question_template);
   kvs::cli::PromptOptions p;
   p.chat = o.chat;
   p.question_template = o.question_template;

@@ -157,6 +157,10 @@ def test_errors_carry_the_engine_message(model, tmp):
         model.compress("some text", press="snapkv", keep=0.5, no_such_option=3)
     with pytest.raises(kvshrink.Error, match="keep"):
         model.compress("some text", press="snapkv", keep=2.0)
+    with pytest.raises(kvshrink.Error, match="question_template must contain"):
+        model.compress("some text", press="snapkv", keep=0.5, question_template="no placeholder")
+    with pytest.raises(kvshrink.Error, match="threads"):
+        kvshrink.Model(MODEL, threads=-1)
     with pytest.raises(kvshrink.Error, match="missing.kvc"):
         kvshrink.load(str(tmp / "missing.kvc"), model)
     with pytest.raises(RuntimeError):  # kvshrink.Error is a RuntimeError
