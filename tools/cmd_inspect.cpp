@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "eval/inspect/heatmap.h"
+#include "eval/inspect/kvc_positions.h"
 #include "eval/inspect/page.h"
 #include "inspect_output.h"
 #include "kvcache/cache_file.h"
@@ -45,12 +46,10 @@ void run_inspect(const InspectOptions& o) {
   check_output_file("-o", html_path);
   if (!o.png.empty()) check_output_file("--png", o.png);
 
-  const nlohmann::json meta = read_cache_header(o.file);
+  // Positions only: the K/V rows are skipped, so a large cache takes no more memory than its positions.
+  const inspect::KvcPositions kvc = inspect::read_kvc_positions(o.file);
+  const nlohmann::json& meta = kvc.header;
   check_cache_meta(meta, o.file);
-  const CacheHeaderLayout h = check_cache_header(meta, o.file);
-  const KvLayout layout = h.layout();
-  PagePool pool(layout.page_bytes());
-  LoadedCache lc = load_cache(o.file, pool, layout);
 
   // The context's token ids: recorded in the header, or the text re-tokenized as it was compressed.
   const bool have_text = !o.context_file.empty() || !o.context_text.empty();
@@ -73,8 +72,8 @@ void run_inspect(const InspectOptions& o) {
                "compressed from)\n",
                o.file);
   }
-  inspect::InspectPage page =
-      inspect::make_page(meta, *lc.cache, tok.get(), ids, std::filesystem::path(o.file).filename().string());
+  inspect::InspectPage page = inspect::make_page(meta, kvc.kept(inspect::context_length(meta, kvc.n_past)), tok.get(), ids,
+                                                 std::filesystem::path(o.file).filename().string());
   page.mark = o.mark;
   write_inspect_outputs(page, html_path, o.png);
 }

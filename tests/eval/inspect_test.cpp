@@ -8,7 +8,11 @@
 #include "core/error.h"
 #include "eval/inspect/heatmap.h"
 #include "eval/inspect/html.h"
+#include "eval/inspect/kvc_positions.h"
 #include "eval/inspect/page.h"
+#include "cli_process.h"
+#include "kvcache/cache_file.h"
+#include "runtime/test_util.h"
 #include "kvcache/kv_cache.h"
 #include "kvcache/page_pool.h"
 #include "model/tokenizer/tokenizer.h"
@@ -181,7 +185,9 @@ TEST(InspectPage, LengthsMustMatch) {
   const nlohmann::json header = {{"context_tokens", 8}};
   const std::vector<int32_t> ids(5, 0);
   EXPECT_THROW(make_page(header, *c.cache, nullptr, ids, "x"), Error);
-  EXPECT_EQ(context_length(nlohmann::json::object(), *c.cache), 8);
+  EXPECT_EQ(context_length(nlohmann::json::object(), 8), 8);
+  EXPECT_EQ(context_length(nlohmann::json{{"context_tokens", 5}}, 8), 5);
+  EXPECT_EQ(context_length(nlohmann::json{{"context_tokens", 9}}, 8), 8);
   const nlohmann::json bad = {{"context_ids", {1, 2, 99}}};
   EXPECT_THROW(header_context_ids(bad, 10, "f.kvc"), Error);
   EXPECT_EQ(header_context_ids(nlohmann::json{{"context_ids", {1, 2}}}, 10, "f.kvc"), (std::vector<int32_t>{1, 2}));
@@ -210,6 +216,35 @@ TEST(InspectPage, FindMarkedAndTheHeatmapBand) {
   EXPECT_EQ(img.at(7, 5)[1], 39);
   EXPECT_EQ(img.at(4, 0)[0], 235);  // token 2: no mark
   EXPECT_EQ(img.at(6, 7)[0], 255);  // layer 0 starts under the band (nothing kept: white)
+}
+
+}  // namespace
+}  // namespace kvs::inspect
+
+namespace kvs::inspect {
+namespace {
+
+// The positions-only reader gives the map load_cache + from_cache give, and refuses what
+// load_cache refuses (a flipped byte, a truncated file).
+TEST(InspectKvcPositions, SameAsLoadingTheCache) {
+  SmallCache c;
+  test::TempDir d("kvc_positions");
+  const std::string path = d / "small.kvc";
+  save_cache(path, *c.cache, nlohmann::json{{"press", "snapkv"}, {"context_tokens", 8}});
+  const KvcPositions p = read_kvc_positions(path);
+  EXPECT_EQ(p.n_layer, 2);
+  EXPECT_EQ(p.n_head_kv, 2);
+  EXPECT_EQ(p.n_past, 8);
+  EXPECT_EQ(p.header.value("press", ""), "snapkv");
+  EXPECT_EQ(p.heads[2], (std::vector<int32_t>{0, 3, 7}));
+  EXPECT_EQ(p.kept(8).kept, KeptMap::from_cache(*c.cache, 8).kept);
+  EXPECT_EQ(p.kept(5).kept, KeptMap::from_cache(*c.cache, 5).kept);
+  std::string bytes = test::read_all(path);
+  std::string bad = bytes;
+  bad[bad.size() / 2] ^= 0x40;
+  EXPECT_THROW(read_kvc_positions(reinterpret_cast<const uint8_t*>(bad.data()), bad.size(), "flipped"), Error);
+  const std::string cut = bytes.substr(0, bytes.size() - 20);
+  EXPECT_THROW(read_kvc_positions(reinterpret_cast<const uint8_t*>(cut.data()), cut.size(), "cut"), Error);
 }
 
 }  // namespace

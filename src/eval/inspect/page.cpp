@@ -6,17 +6,17 @@
 
 namespace kvs::inspect {
 
-int32_t context_length(const nlohmann::json& header, const KvCache& cache) {
+int32_t context_length(const nlohmann::json& header, int32_t n_past) {
   int64_t n = 0;
   if (header.is_object() && header.contains("context_tokens") && header.at("context_tokens").is_number_integer())
     n = header.at("context_tokens").get<int64_t>();
-  if (n <= 0 || n > cache.n_past()) n = cache.n_past();
+  if (n <= 0 || n > n_past) n = n_past;
   return static_cast<int32_t>(n);
 }
 
-InspectPage make_page(const nlohmann::json& header, const KvCache& cache, const Tokenizer* tok,
-                      std::span<const int32_t> ids, const std::string& title) {
-  const int32_t n = context_length(header, cache);
+InspectPage make_page(const nlohmann::json& header, KeptMap kept, const Tokenizer* tok, std::span<const int32_t> ids,
+                      const std::string& title) {
+  const int32_t n = kept.n_tokens;
   if (!ids.empty() && ids.size() != static_cast<size_t>(n))
     fail("the context has {} tokens but the compressed cache holds a context of {}: is it the text the cache was made from, "
          "with the same prompt format?",
@@ -25,7 +25,7 @@ InspectPage make_page(const nlohmann::json& header, const KvCache& cache, const 
   InspectPage p;
   p.title = title;
   p.header = header;
-  p.kept = KeptMap::from_cache(cache, n);
+  p.kept = std::move(kept);
   if (ids.empty()) {
     p.tokens.assign(static_cast<size_t>(n), TokenPiece{"\xC2\xB7", false});  // U+00B7 per token: no text known
   } else {
@@ -33,6 +33,11 @@ InspectPage make_page(const nlohmann::json& header, const KvCache& cache, const 
     p.token_ids.assign(ids.begin(), ids.end());
   }
   return p;
+}
+
+InspectPage make_page(const nlohmann::json& header, const KvCache& cache, const Tokenizer* tok,
+                      std::span<const int32_t> ids, const std::string& title) {
+  return make_page(header, KeptMap::from_cache(cache, context_length(header, cache.n_past())), tok, ids, title);
 }
 
 std::vector<int32_t> find_marked(const std::vector<TokenPiece>& pieces, const std::string& text) {

@@ -16,11 +16,15 @@ class Tokenizer;
 
 namespace kvs::inspect {
 
-// The context's length: the header's context_tokens when > 0, else the cache's n_past.
-int32_t context_length(const nlohmann::json& header, const KvCache& cache);
+// The context's length: the header's context_tokens when in 1..n_past, else n_past.
+int32_t context_length(const nlohmann::json& header, int32_t n_past);
 
-// ids: the context's tokens ([context_length], or empty: tokens shown as placeholders); tok may
-// be null only when ids is empty. Throws kvs::Error when ids has another length.
+// kept: the positions kept, over the context's length. ids: the context's tokens ([kept.n_tokens],
+// or empty: tokens shown as placeholders); tok may be null only when ids is empty. Throws
+// kvs::Error when ids has another length.
+InspectPage make_page(const nlohmann::json& header, KeptMap kept, const Tokenizer* tok, std::span<const int32_t> ids,
+                      const std::string& title);
+// The same from a live cache (`kvshrink run --inspect`).
 InspectPage make_page(const nlohmann::json& header, const KvCache& cache, const Tokenizer* tok,
                       std::span<const int32_t> ids, const std::string& title);
 
