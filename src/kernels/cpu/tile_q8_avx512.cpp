@@ -129,6 +129,14 @@ template <class W>
 void tile(const uint8_t* w, size_t ws, int nr, const uint8_t* a, size_t as, int nt, int64_t n, float* out,
           int64_t ldo) {
   int r = 0;
+  if (nt == 1) {
+    // One token (decode): one row after the other, so the weights are read as one sequential
+    // stream, which the hardware prefetcher follows. Four rows at once are four streams ws bytes
+    // apart, slower even with the software prefetch (Llama-3.2-1B Q8_0 decode, one thread, CPU
+    // time per token 59 -> 49-50 ms; Qwen2.5-0.5B 21-25 -> 18-19 ms; BENCHMARKS.md, issue 14).
+    for (; r < nr; ++r) Tile<W, 1, 1>::run(w + r * ws, ws, a, as, n, out + r, ldo);
+    return;
+  }
   for (; r + 4 <= nr; r += 4) rows_pass<W, 4>(w + r * ws, ws, a, as, nt, n, out + r, ldo);
   switch (nr - r) {
     case 3: rows_pass<W, 3>(w + r * ws, ws, a, as, nt, n, out + r, ldo); break;
