@@ -2,6 +2,9 @@
 // contexts as resources, continuous batching and a KV memory cap (src/server/, docs/server.md).
 #include <fmt/format.h>
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -27,6 +30,13 @@ struct ServeCliOptions {
   int ctx_size = 0, http_threads = 64;
   int max_body_mib = 8;
 };
+
+int g_stop_pipe[2] = {-1, -1};
+
+extern "C" void on_stop_signal(int sig) {
+  const unsigned char b = static_cast<unsigned char>(sig);
+  [[maybe_unused]] const ssize_t n = ::write(g_stop_pipe[1], &b, 1);
+}
 
 // "0", "512M", "2G", "1073741824" (the memory-trigger syntax); 0 means no cap.
 size_t parse_bytes(const std::string& s) {
@@ -57,13 +67,15 @@ void run_serve(ServeCliOptions o) {
     if (const char* k = std::getenv(o.api_key_env.c_str())) o.api_key = k;
   }
 
-  // SIGINT / SIGTERM stop the server from a thread of their own (blocked here before any thread
-  // starts, so every thread inherits the mask).
-  sigset_t sigs;
-  sigemptyset(&sigs);
-  sigaddset(&sigs, SIGINT);
-  sigaddset(&sigs, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  // SIGINT / SIGTERM stop the server from a thread of their own: the handler only writes to a
+  // pipe (a mask would not do: OpenBLAS starts its threads before main, with the signals open).
+  if (::pipe(g_stop_pipe) != 0) fail("cannot create the pipe that signals are relayed through");
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
 
   auto model = Model::load(o.eng.model);
   server::ServeOptions so;
@@ -82,10 +94,11 @@ void run_serve(ServeCliOptions o) {
   so.http.limits.n_vocab = model->hp.n_vocab;
   server::Server srv(*model, so);
   for (const std::string& p : srv.restore_problems()) fmt::print(stderr, "kvshrink serve: warning: {}\n", p);
-  std::thread sig([&srv, sigs] {
-    int got = 0;
-    sigwait(&sigs, &got);
-    fmt::print(stderr, "kvshrink serve: signal {}, stopping\n", got);
+  std::thread sig([&srv] {
+    unsigned char got = 0;
+    while (::read(g_stop_pipe[0], &got, 1) < 0 && errno == EINTR) {
+    }
+    fmt::print(stderr, "kvshrink serve: signal {}, stopping\n", static_cast<int>(got));
     srv.stop();
   });
   sig.detach();

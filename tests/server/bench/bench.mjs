@@ -10,6 +10,11 @@
 //     K concurrent requests, each an 8k-token prompt (+ 32 new tokens), under --max-kv-bytes CAP:
 //     the most sequences decoding at the same time (sampled from /metrics), all answered, pool
 //     high-water under the cap.
+//   node tests/server/bench/bench.mjs capacity --bin ... --model ... --cap 1G [--ctx 8192] [--new 32] \
+//        [--modes full,snapkv:0.25] [--max 32]
+//     the memory payoff: stores --ctx-token contexts under --max-kv-bytes CAP until the server refuses
+//     the next one (429 after a 5 s queue timeout), then asks one question on every stored context at
+//     once: how many contexts fit, how many sequences decode together, their aggregate tokens/s.
 //   node tests/server/bench/bench.mjs load --bin ... --model ... [--clients 32] [--seconds 120] [--cap 2G]
 //     32 clients for 2 minutes mixing context creation, questions on shared contexts and plain
 //     chat: status counts (no 5xx), latency percentiles, throughput, KV high-water vs the cap.
@@ -189,6 +194,63 @@ async function memory() {
   }
 }
 
+async function capacity() {
+  const cap = opt('--cap', '1G');
+  const ctx = Number(opt('--ctx', '8192'));
+  const nnew = Number(opt('--new', '32'));
+  const most = Number(opt('--max', '32'));
+  const modes = opt('--modes', 'full,snapkv:0.25').split(',');
+  const rows = [];
+  for (const mode of modes) {
+    const s = await startServer(['--max-kv-bytes', cap, '--parallel', String(most), '--max-queue', String(most),
+      '--queue-timeout', '5', '--ctx-size', String(ctx + nnew + 16), '--max-prompt-tokens', String(ctx + 16),
+      '--max-tokens', String(nnew), '--prefill-chunk', '512']);
+    console.log(`server: ${s.cmdline}`);
+    try {
+      const vocab = await vocabOf(s.url);
+      const ids = [];
+      let refusal = null;
+      const t0 = performance.now();
+      while (ids.length < most) {
+        const r = await post(s.url, '/v1/contexts', { tokens: randomTokens(ctx, 9000 + ids.length, vocab), kv_compression: compression(mode) });
+        if (r.status !== 200) { refusal = { status: r.status, code: r.json?.error?.code }; break; }
+        ids.push(r.json);
+        console.log(`${mode}: context ${ids.length}: ${r.json.tokens} tokens, held ${r.json.kv_bytes_held} B (${(r.ms / 1000).toFixed(1)} s)`);
+      }
+      const createS = (performance.now() - t0) / 1000;
+      let maxDecoding = 0, done = false;
+      const sampler = (async () => {
+        while (!done) {
+          const m = await metrics(s.url);
+          maxDecoding = Math.max(maxDecoding, m.kvshrink_sequences_decoding);
+          await new Promise((r) => setTimeout(r, 20));
+        }
+      })();
+      const t1 = performance.now();
+      const rs = await Promise.all(ids.map((c, i) => post(s.url, '/v1/completions', {
+        context_id: c.id, prompt: [300 + i], max_tokens: nnew, ignore_eos: true, temperature: 0 })));
+      const wall = (performance.now() - t1) / 1000;
+      done = true;
+      await sampler;
+      const m = await metrics(s.url);
+      const answered = rs.filter((r) => r.status === 200).length;
+      const row = { mode, cap, ctx, contexts_stored: ids.length, next_refused: refusal, create_s: createS,
+        kv_held_per_context: ids[0]?.kv_bytes_held, kv_contexts_total: m.kvshrink_kv_bytes_contexts,
+        questions: ids.length, answered, statuses: [...new Set(rs.map((r) => r.status))], max_decoding_together: maxDecoding,
+        answer_wall_s: wall, aggregate_tps: (answered * nnew) / wall,
+        kv_high_water: m.kvshrink_kv_bytes_high_water, kv_cap: m.kvshrink_kv_bytes_cap };
+      rows.push(row);
+      console.log(JSON.stringify(row));
+    } finally {
+      await stop(s);
+    }
+  }
+  console.log(`\n| mode | ${ctx}-token contexts stored under ${cap} | KV per context | decoding together | aggregate tok/s | KV high-water / cap |`);
+  console.log('|---|---|---|---|---|---|');
+  for (const r of rows)
+    console.log(`| ${r.mode} | ${r.contexts_stored} (next: ${r.next_refused ? r.next_refused.status + ' ' + r.next_refused.code : 'not tried'}) | ${(r.kv_held_per_context / 2 ** 20).toFixed(1)} MiB | ${r.max_decoding_together} | ${r.aggregate_tps.toFixed(1)} | ${(r.kv_high_water / 2 ** 20).toFixed(0)} / ${(r.kv_cap / 2 ** 20).toFixed(0)} MiB |`);
+}
+
 async function load() {
   const clients = Number(opt('--clients', '32'));
   const seconds = Number(opt('--seconds', '120'));
@@ -258,9 +320,9 @@ async function load() {
     console.log(`| ${k} | ${xs.length} | ${pct(xs, 50).toFixed(0)} | ${pct(xs, 90).toFixed(0)} | ${pct(xs, 99).toFixed(0)} | ${Math.max(...xs).toFixed(0)} |`);
 }
 
-const run = { throughput, memory, load }[cmd];
+const run = { throughput, memory, capacity, load }[cmd];
 if (!run || !MODEL) {
-  console.error('usage: bench.mjs throughput|memory|load --bin KVSHRINK --model MODEL [options] (see the file header)');
+  console.error('usage: bench.mjs throughput|memory|capacity|load --bin KVSHRINK --model MODEL [options] (see the file header)');
   process.exit(2);
 }
 run().catch((e) => { console.error(e); process.exit(1); });
