@@ -62,7 +62,8 @@ TEST_F(CliPromptTools, TokenizeATokenizerOnlyFolderAndDetokenizeBack) {
 TEST_F(CliPromptTools, EvalTakesAQuestionTemplateAndAnswerPrefix) {
   test::TempDir d("cli_eval_template");
   const std::string model = source("testbed/models/v7s1/model-f16.gguf");
-  auto r = test::run_kvshrink({"eval", "-m", model, "--tasks", "niah", "--presses", "full", "--samples", "1", "--lengths", "256",
+  const std::string data = test::shared_path("data");  // the NIAH haystacks (skipped without ../shared)
+  auto r = test::run_kvshrink({"eval", "-m", model, "--data", data, "--tasks", "niah", "--presses", "full", "--samples", "1", "--lengths", "256",
                                "--depths", "0.5", "--max-new", "8", "-t", "2", "--no-progress", "--no-report",
                                "--question-template", "\n{question}", "--answer-prefix", "{prefix}", "-o", d / "out"},
                               d.str(), "eval", 120);
@@ -81,7 +82,7 @@ TEST_F(CliPromptTools, EvalTakesAQuestionTemplateAndAnswerPrefix) {
       if (!line.empty()) sum += nlohmann::json::parse(line).value("score", 0.0), ++n;
     return n ? sum / n : -1.0;
   };
-  const std::vector<std::string> grid = {"eval", "-m", model, "--tasks", "niah", "--presses", "full", "--samples", "1",
+  const std::vector<std::string> grid = {"eval", "-m", model, "--data", data, "--tasks", "niah", "--presses", "full", "--samples", "1",
                                          "--lengths", "512", "--depths", "0.3,0.7", "--max-new", "8", "-t", "2",
                                          "--no-progress", "--no-report"};
   auto own = grid, other = grid;

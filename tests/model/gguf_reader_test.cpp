@@ -1,3 +1,4 @@
+#include "shared_data.h"
 #include <gtest/gtest.h>
 
 #include "core/error.h"
@@ -5,10 +6,10 @@
 
 namespace kvs {
 
-static const std::string kStories = std::string(KVS_SHARED_DIR) + "/models/stories260K/stories260K.gguf";
+static std::string stories_file() { return kvs::test::shared_path("models/stories260K/stories260K.gguf"); }
 
 TEST(GgufReader, ReadsStories260K) {
-  auto g = GgufFile::open(kStories);
+  auto g = GgufFile::open(stories_file());
   EXPECT_EQ(g->version(), 3u);
   EXPECT_EQ(g->get_str("general.architecture"), "llama");
   EXPECT_EQ(g->get_int("llama.block_count"), 5);
@@ -22,7 +23,7 @@ TEST(GgufReader, ReadsStories260K) {
 }
 
 TEST(GgufReader, ErrorsNameTheProblem) {
-  auto g = GgufFile::open(kStories);
+  auto g = GgufFile::open(stories_file());
   try {
     g->get_str("llama.block_count");
     FAIL();

@@ -1,3 +1,4 @@
+#include "shared_data.h"
 #include "model/gguf/gguf_writer.h"
 
 #include <gtest/gtest.h>
@@ -14,7 +15,7 @@ namespace kvs {
 namespace {
 
 namespace fs = std::filesystem;
-const std::string kStories = std::string(KVS_SHARED_DIR) + "/models/stories260K/stories260K.gguf";
+static std::string stories_file() { return kvs::test::shared_path("models/stories260K/stories260K.gguf"); }
 
 class GgufWriterTest : public ::testing::Test {
  protected:
@@ -297,7 +298,7 @@ TEST_F(GgufWriterTest, WriteIsAtomicAndErrorsNameThePath) {
 // Re-writing stories260K from its parsed contents reproduces the file exactly: same metadata,
 // same tensor bytes, and (because the writer packs like llama.cpp) the very same bytes.
 TEST_F(GgufWriterTest, RewritesStories260KIdentically) {
-  auto src = GgufFile::open(kStories);
+  auto src = GgufFile::open(stories_file());
   GgufWriter w;
   for (const auto& [k, v] : src->metadata()) w.set(k, v);
   for (const auto& t : src->tensors()) {
@@ -310,7 +311,7 @@ TEST_F(GgufWriterTest, RewritesStories260KIdentically) {
   EXPECT_EQ(g->version(), src->version());
   expect_matches(w, *g, src->tensors());
   ASSERT_EQ(g->tensors().size(), 48u);
-  MappedFile a(kStories), b(p);
+  MappedFile a(stories_file()), b(p);
   ASSERT_EQ(a.size(), b.size());
   EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size()), 0);
 }

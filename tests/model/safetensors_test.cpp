@@ -1,3 +1,4 @@
+#include "shared_data.h"
 #include "model/hf/safetensors.h"
 
 #include <gtest/gtest.h>
@@ -18,7 +19,7 @@ namespace kvs {
 namespace {
 
 namespace fs = std::filesystem;
-const std::string kStories = std::string(KVS_SHARED_DIR) + "/models/stories260K/stories260K.gguf";
+static std::string stories_file() { return kvs::test::shared_path("models/stories260K/stories260K.gguf"); }
 
 std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -138,7 +139,7 @@ TEST_F(SafetensorsTest, RoundTripsEveryKindOfTensor) {
 }
 
 TEST_F(SafetensorsTest, ConvertsStories260KAndBack) {
-  auto g = GgufFile::open(kStories);
+  auto g = GgufFile::open(stories_file());
   std::vector<SafetensorsTensorIn> ts;
   for (const auto& t : g->tensors()) ts.push_back(safetensors_input(t));
   ASSERT_EQ(ts.size(), 48u);

@@ -8,9 +8,10 @@
 #include <vector>
 #include <unistd.h>
 
+#include "shared_data.h"
+
 namespace kvs::test {
 
-inline std::string shared_path(const std::string& rel) { return std::string(KVS_SHARED_DIR) + "/" + rel; }
 inline std::string stories_gguf() { return shared_path("models/stories260K/stories260K.gguf"); }
 
 struct RefCase {

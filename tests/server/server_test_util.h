@@ -20,9 +20,11 @@
 #include "model/model.h"
 #include "server/server.h"
 
+#include "shared_data.h"
+
 namespace kvs::test {
 
-inline std::string stories_gguf() { return std::string(KVS_SHARED_DIR) + "/models/stories260K/stories260K.gguf"; }
+inline std::string stories_gguf() { return shared_path("models/stories260K/stories260K.gguf"); }
 
 struct TempDir {
   std::filesystem::path path;

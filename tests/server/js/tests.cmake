@@ -6,6 +6,11 @@ find_program(KVS_NPM npm)
 if(TARGET kvshrink)
   if(KVS_NODE AND KVS_NPM)
     set(js_dir ${PROJECT_BINARY_DIR}/server_js)
+    # stories260K from ../shared; on a clone without it, the testbed model in the repository.
+    set(js_model ${KVS_SHARED_DIR}/models/stories260K/stories260K.gguf)
+    if(NOT EXISTS ${js_model})
+      set(js_model ${PROJECT_SOURCE_DIR}/testbed/models/v7s1/model-f16.gguf)
+    endif()
     foreach(f package.json package-lock.json openai.test.mjs)
       configure_file(${CMAKE_CURRENT_LIST_DIR}/${f} ${js_dir}/${f} COPYONLY)
     endforeach()
@@ -14,7 +19,7 @@ if(TARGET kvshrink)
     add_test(NAME server.openai_client COMMAND ${KVS_NODE} --test openai.test.mjs
              WORKING_DIRECTORY ${js_dir})
     set_tests_properties(server.openai_client PROPERTIES FIXTURES_REQUIRED server_js LABELS model TIMEOUT 300
-        ENVIRONMENT "KVSHRINK_BIN=$<TARGET_FILE:kvshrink>;KVSHRINK_MODEL=${KVS_SHARED_DIR}/models/stories260K/stories260K.gguf")
+        ENVIRONMENT "KVSHRINK_BIN=$<TARGET_FILE:kvshrink>;KVSHRINK_MODEL=${js_model}")
   else()
     # Missing node/npm must fail the suite, not skip it silently.
     add_test(NAME server.openai_client COMMAND ${CMAKE_COMMAND} -E echo "node and npm are needed (scripts/setup installs them)")
