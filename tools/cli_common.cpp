@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <thread>
 
+#include "core/atomic_output.h"
 #include "core/error.h"
 
 namespace kvs::cli {
@@ -98,32 +98,11 @@ CLI::Validator non_negative_integer() {
       "UINT", "non-negative integer");
 }
 
-void check_output_file(const std::string& opt, const std::string& path) {
-  namespace fs = std::filesystem;
-  if (path.empty()) fail("{}: empty output path", opt);
-  std::error_code ec;
-  const fs::file_status st = fs::status(path, ec);
-  if (fs::exists(st) && !fs::is_regular_file(st))
-    fail("{} {}: exists and is not a regular file (a folder, FIFO or device); give a file path", opt, path);
-  const fs::path parent = fs::path(path).parent_path();
-  if (!parent.empty() && !fs::is_directory(parent, ec))
-    fail("{} {}: the folder {} does not exist or is not a folder", opt, path, parent.string());
-}
+// The checks live in core/atomic_output (shared with the writers and the library); these keep the
+// CLI's argument order.
+void check_output_file(const std::string& opt, const std::string& path) { kvs::check_output_file(path, opt); }
 
-void check_output_dir(const std::string& opt, const std::string& path) {
-  namespace fs = std::filesystem;
-  if (path.empty()) fail("{}: empty output path", opt);
-  std::error_code ec;
-  for (fs::path p = fs::path(path); !p.empty(); p = p.parent_path()) {
-    const fs::file_status st = fs::status(p, ec);
-    if (fs::exists(st)) {
-      if (!fs::is_directory(st))
-        fail("{} {}: {} exists and is not a folder; give a folder path", opt, path, p.string());
-      break;  // everything above an existing folder exists
-    }
-    if (p == p.parent_path()) break;
-  }
-}
+void check_output_dir(const std::string& opt, const std::string& path) { kvs::check_output_dir(path, opt); }
 
 std::string format_bytes(size_t b) {
   const double d = static_cast<double>(b);

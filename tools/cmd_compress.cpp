@@ -22,6 +22,7 @@ struct CompressOptions {
 };
 
 void run_compress(const CompressOptions& o) {
+  check_output_file("-o", o.out);  // before the model is loaded and the context prefilled
   auto model = Model::load(o.eng.model);
   Engine engine(*model, o.eng.params());
   CompressedContext ctx(engine, o.press.spec());

@@ -237,8 +237,16 @@ TEST_F(CliHardening, AbsurdHfConfigValuesNameTheField) {
 
 TEST_F(CliHardening, OutputPathsAndLengthsCheckedBeforeWork) {
   std::ofstream(dir / "file.txt") << "not a folder";
-  expect_clean_error({"eval", "-m", model, "-o", dir / "file.txt", "--samples", "1"}, "exists and is not a folder", dir);
-  expect_clean_error({"eval", "-m", model, "-o", dir / "file.txt/sub", "--samples", "1"}, "exists and is not a folder", dir);
+  expect_clean_error({"eval", "-m", model, "-o", dir / "file.txt", "--samples", "1"},
+                     "is a regular file; expected a directory", dir);
+  expect_clean_error({"eval", "-m", model, "-o", dir / "file.txt/sub", "--samples", "1"}, "is a regular file", dir);
+  // compress checks -o before it loads the model: a missing model is not reached.
+  fs::create_directories(dir / "adir");
+  expect_clean_error({"compress", "-m", dir / "no-such-model.gguf", "--context", dir / "file.txt", "-o", dir / "adir"},
+                     "is a directory; expected a regular file", dir);
+  expect_clean_error({"compress", "-m", dir / "no-such-model.gguf", "--context", dir / "file.txt", "-o",
+                      dir / "missing-dir/out.kvc"},
+                     "its directory", dir);
   expect_clean_error({"bench", "-m", model, "-p", "-5"}, "--prompt-lens must be an integer in 1..1048576, got -5", dir);
   expect_clean_error({"bench", "-m", model, "-p", "200000000"}, "--prompt-lens must be an integer in 1..1048576", dir);
   expect_clean_error({"bench", "-m", model, "-p", "8", "-d", "-1"}, "--ctx-lens", dir);
