@@ -36,10 +36,11 @@ function startServer(extra = []) {
   });
 }
 
+// SIGTERM; resolves with how the process ended ({code, signal}: a graceful stop exits with code 0).
 function stopServer(s) {
   return new Promise((resolve) => {
-    if (!s || s.proc.exitCode !== null) return resolve();
-    s.proc.on('exit', () => resolve());
+    if (!s || s.proc.exitCode !== null) return resolve({ code: s?.proc.exitCode ?? null, signal: null });
+    s.proc.on('exit', (code, signal) => resolve({ code, signal }));
     s.proc.kill('SIGTERM');
   });
 }
@@ -226,6 +227,7 @@ test('an API key is required when set', async () => {
     const r = await good.completions.create({ model: 'any', prompt: 'Hi', max_tokens: 2 });
     assert.equal(r.usage.completion_tokens <= 2, true);
   } finally {
-    await stopServer(s);
+    // SIGTERM stops the server (exit code 0), it does not kill it.
+    assert.deepEqual(await stopServer(s), { code: 0, signal: null });
   }
 });
