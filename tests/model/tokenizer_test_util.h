@@ -1,6 +1,7 @@
 // Helpers shared by the tokenizer tests: the two shared tokenizers (loaded once), a tiny
 // protobuf writer (tokenizer.model fixtures), a GGUF metadata writer and temp directories.
 #pragma once
+#include <unistd.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -137,9 +138,10 @@ struct GgufWriter {
   }
 };
 
-// A fresh directory under the gtest temp dir.
+// A fresh directory under the gtest temp dir, unique per process: ctest runs tests in parallel
+// (and other builds' suites may run at the same time), so a fixed name would be shared.
 inline std::string temp_dir(const std::string& name) {
-  const auto d = std::filesystem::path(testing::TempDir()) / ("kvs_tok_" + name);
+  const auto d = std::filesystem::path(testing::TempDir()) / ("kvs_tok_" + name + "." + std::to_string(::getpid()));
   std::filesystem::remove_all(d);
   std::filesystem::create_directories(d);
   return d.string();

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 
+#include "core/error.h"
 #include "eval/runner.h"
 #include "kvcache/cache_file.h"
 #include "model/presets.h"
@@ -80,13 +81,24 @@ TEST(SlowPipeline, EveryPressAtEightThousandTokens) {
   for (const auto& info : press_registry()) {
     if (info.name == "full") continue;
     SCOPED_TRACE(info.name);
+    // Adaptive presses (GVote, nucleus, ...) choose their own keep ratio and take none.
+    const bool adaptive = make_press(info.name).adaptive();
     SpecArgs a;
     a.press = info.name;
-    a.keep = 0.1;
+    if (!adaptive) a.keep = 0.1;
     CompressedContext c(e, make_compression_spec(a));
-    c.compress_from(*base);
-    EXPECT_NEAR(c.keep_measured(), 0.1, 0.02);
-    EXPECT_LT(c.cache().bytes_held(), c.full_bytes() / 8);
+    try {
+      c.compress_from(*base);
+    } catch (const Error& err) {
+      // A press that needs a per-model calibration (UNComp, KVzip head level) says so; this random
+      // model has none, and those presses are tested where their calibration is made.
+      if (std::string(err.what()).find("kvshrink calibrate") != std::string::npos) continue;
+      throw;
+    }
+    if (!adaptive) {
+      EXPECT_NEAR(c.keep_measured(), 0.1, 0.02);
+      EXPECT_LT(c.cache().bytes_held(), c.full_bytes() / 8);
+    }
     const Answer ans = c.ask(q, ao);
     EXPECT_EQ(ans.tokens.size(), 8u);
     save_cache(dir / "c.kvc", c.cache(), {});
