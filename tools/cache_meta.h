@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/model.h"
+#include "press/press_state_json.h"  // press_state_to_json / press_state_from_meta
 #include "press_options.h"
 #include "runtime/session.h"
 
@@ -25,7 +26,5 @@ PressOptions press_options_from_meta(const nlohmann::json& meta);
 PromptOptions prompt_options_from_meta(const nlohmann::json& meta);
 // The press's per-sequence state as saved in the header, and back (checked: an object of arrays
 // of finite numbers).
-nlohmann::json press_state_to_json(const PressState& s);
-PressState press_state_from_meta(const nlohmann::json& meta, const std::string& file);
 
 }  // namespace kvs::cli

@@ -157,7 +157,7 @@ Context Model::load(const std::string& kvc_path) {
     c->options = detail::compress_options(c->press, c->prompt);
     c->ctx = std::make_unique<kvs::CompressedContext>(*impl_->engine, c->press.spec());
     c->ctx->adopt(std::move(lc.cache), meta.value("full_bytes", size_t{0}), meta.value("full_slots", size_t{0}),
-                  kvs::cli::press_state_from_meta(meta, kvc_path));
+                  kvs::press_state_from_meta(meta, kvc_path));
     if (meta.contains("keep_chosen") && meta.at("keep_chosen").is_number())
       c->loaded_keep_chosen = meta.at("keep_chosen").get<double>();
     return Context(std::move(c));

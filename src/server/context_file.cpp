@@ -10,36 +10,13 @@
 #include "kvcache/cache_file.h"
 #include "kvcache/header_fields.h"
 #include "press/params.h"
+#include "press/press_state_json.h"
 
 namespace kvs::server {
 
 namespace {
 
 constexpr int64_t kMaxPos = int64_t{1} << 30;
-
-nlohmann::json state_json(const PressState& s) {
-  nlohmann::json j = nlohmann::json::object();
-  for (const auto& [k, v] : s.values) j[k] = v;
-  return j;
-}
-
-PressState state_from(const nlohmann::json& meta, const std::string& file) {
-  PressState s;
-  if (!meta.contains("press_state") || meta.at("press_state").is_null()) return s;
-  const auto& j = meta.at("press_state");
-  if (!j.is_object()) fail("{}: header field 'press_state' must be an object", file);
-  for (const auto& [k, v] : j.items()) {
-    if (!v.is_array()) fail("{}: press_state '{}' must be an array of numbers", file, k);
-    std::vector<double> xs;
-    for (const auto& x : v) {
-      if (!x.is_number() || !std::isfinite(x.get<double>()))
-        fail("{}: press_state '{}' must hold finite numbers", file, k);
-      xs.push_back(x.get<double>());
-    }
-    s.values[k] = std::move(xs);
-  }
-  return s;
-}
 
 }  // namespace
 
@@ -60,7 +37,7 @@ nlohmann::json KvcContextCodec::header(const ServedContext& c) const {
   if (a.quality) j["quality"] = *a.quality;
   j["keep_measured"] = b.keep_measured();
   j["keep_chosen"] = b.keep_chosen() ? nlohmann::json(*b.keep_chosen()) : nlohmann::json(nullptr);
-  j["press_state"] = state_json(b.seq.state);
+  j["press_state"] = press_state_to_json(b.seq.state);
   j["budget"] = a.budget;
   j["sinks"] = a.sinks;
   j["window"] = a.window;
@@ -118,7 +95,7 @@ std::shared_ptr<ServedContext> KvcContextCodec::load(const std::string& path, co
   const size_t full_bytes = static_cast<size_t>(f.integer_or("full_bytes", 0, int64_t{1} << 50, 0));
   const int32_t n_tokens = static_cast<int32_t>(f.integer_or("context_tokens", 0, h.n_past, h.n_past));
   const std::optional<double> chosen = f.number_or_null("keep_chosen", 0.0, 1.0);
-  PressState state = state_from(meta, path);
+  PressState state = press_state_from_meta(meta, path);
 
   ContextInfo& info = c->info;
   info.id = id;
