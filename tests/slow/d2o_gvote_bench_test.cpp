@@ -23,29 +23,14 @@
 #include "runtime/engine_probe.h"
 #include "runtime/session.h"
 
+#include "bench_util.h"
+
 namespace kvs {
 namespace {
 
-std::vector<int> env_ints(const char* name, std::vector<int> def) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return def;
-  std::vector<int> out;
-  std::stringstream ss(v);
-  for (std::string item; std::getline(ss, item, ',');) out.push_back(std::stoi(item));
-  return out;
-}
-
-std::vector<int32_t> random_tokens(int n, int n_vocab, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<int32_t> v(static_cast<size_t>(n));
-  for (auto& x : v) x = 3 + static_cast<int32_t>(rng() % static_cast<uint64_t>(n_vocab - 3));
-  return v;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using bench::env_ints;
+using bench::median;
+using bench::random_tokens;
 
 CompressionSpec spec_for(const std::string& press, ParamMap opts = {}) {
   SpecArgs a;
