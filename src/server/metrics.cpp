@@ -24,6 +24,13 @@ void header(std::string& out, const char* name, const char* type, const char* he
   out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
 }
 
+// A metric with one unlabelled sample: its HELP/TYPE lines, then "name value".
+template <typename T>
+void scalar(std::string& out, const char* name, const char* type, const char* help, const T& value) {
+  header(out, name, type, help);
+  out += fmt::format("{} {}\n", name, value);
+}
+
 }  // namespace
 
 void Metrics::request(const std::string& endpoint, int status, double seconds) {
@@ -97,10 +104,8 @@ std::string Metrics::render() const {
     o += fmt::format("kvshrink_request_duration_seconds_sum{{endpoint=\"{}\"}} {}\n", esc(ep), h.sum);
     o += fmt::format("kvshrink_request_duration_seconds_count{{endpoint=\"{}\"}} {}\n", esc(ep), h.count);
   }
-  header(o, "kvshrink_prompt_tokens_total", "counter", "Prompt tokens prefilled (contexts, prompts, questions).");
-  o += fmt::format("kvshrink_prompt_tokens_total {}\n", prompt_tokens_);
-  header(o, "kvshrink_generated_tokens_total", "counter", "Tokens generated.");
-  o += fmt::format("kvshrink_generated_tokens_total {}\n", generated_tokens_);
+  scalar(o, "kvshrink_prompt_tokens_total", "counter", "Prompt tokens prefilled (contexts, prompts, questions).", prompt_tokens_);
+  scalar(o, "kvshrink_generated_tokens_total", "counter", "Tokens generated.", generated_tokens_);
   header(o, "kvshrink_compressions_total", "counter", "Contexts and prompts compressed, by press.");
   for (const auto& [p, n] : compressions_) o += fmt::format("kvshrink_compressions_total{{press=\"{}\"}} {}\n", esc(p), n);
   header(o, "kvshrink_compression_kv_bytes_before_total", "counter", "KV bytes before compression, by press.");
@@ -109,36 +114,22 @@ std::string Metrics::render() const {
   header(o, "kvshrink_compression_kv_bytes_after_total", "counter", "KV bytes after compression, by press.");
   for (const auto& [p, n] : compress_bytes_after_)
     o += fmt::format("kvshrink_compression_kv_bytes_after_total{{press=\"{}\"}} {}\n", esc(p), n);
-  header(o, "kvshrink_batch_steps_total", "counter", "Batched forward steps run.");
-  o += fmt::format("kvshrink_batch_steps_total {}\n", steps_);
-  header(o, "kvshrink_batch_decode_rows_total", "counter", "Decode tokens fed in batched steps.");
-  o += fmt::format("kvshrink_batch_decode_rows_total {}\n", decode_rows_);
-  header(o, "kvshrink_batch_prefill_rows_total", "counter", "Prompt tokens fed in batched steps.");
-  o += fmt::format("kvshrink_batch_prefill_rows_total {}\n", prefill_rows_);
-  header(o, "kvshrink_batch_step_seconds_total", "counter", "Time spent in batched steps.");
-  o += fmt::format("kvshrink_batch_step_seconds_total {}\n", step_seconds_);
-  header(o, "kvshrink_cancelled_total", "counter", "Sequences cancelled because their client disconnected.");
-  o += fmt::format("kvshrink_cancelled_total {}\n", cancelled_);
+  scalar(o, "kvshrink_batch_steps_total", "counter", "Batched forward steps run.", steps_);
+  scalar(o, "kvshrink_batch_decode_rows_total", "counter", "Decode tokens fed in batched steps.", decode_rows_);
+  scalar(o, "kvshrink_batch_prefill_rows_total", "counter", "Prompt tokens fed in batched steps.", prefill_rows_);
+  scalar(o, "kvshrink_batch_step_seconds_total", "counter", "Time spent in batched steps.", step_seconds_);
+  scalar(o, "kvshrink_cancelled_total", "counter", "Sequences cancelled because their client disconnected.", cancelled_);
   header(o, "kvshrink_rejected_total", "counter", "Requests refused by admission control, by reason.");
   for (const auto& [r, n] : rejected_) o += fmt::format("kvshrink_rejected_total{{reason=\"{}\"}} {}\n", esc(r), n);
-  header(o, "kvshrink_kv_bytes", "gauge", "KV page-pool bytes in use.");
-  o += fmt::format("kvshrink_kv_bytes {}\n", g_.kv_bytes_in_use);
-  header(o, "kvshrink_kv_bytes_high_water", "gauge", "Largest KV page-pool bytes in use since start.");
-  o += fmt::format("kvshrink_kv_bytes_high_water {}\n", g_.kv_bytes_high_water);
-  header(o, "kvshrink_kv_bytes_cap", "gauge", "KV page-pool cap (--max-kv-bytes; 0 = none).");
-  o += fmt::format("kvshrink_kv_bytes_cap {}\n", g_.kv_bytes_cap);
-  header(o, "kvshrink_kv_bytes_contexts", "gauge", "KV bytes held by stored contexts.");
-  o += fmt::format("kvshrink_kv_bytes_contexts {}\n", g_.kv_bytes_contexts);
-  header(o, "kvshrink_kv_bytes_reserved", "gauge", "KV bytes reserved for the worst-case growth of running sequences.");
-  o += fmt::format("kvshrink_kv_bytes_reserved {}\n", g_.kv_bytes_reserved);
-  header(o, "kvshrink_sequences_running", "gauge", "Sequences in flight (prefilling or decoding).");
-  o += fmt::format("kvshrink_sequences_running {}\n", g_.running);
-  header(o, "kvshrink_sequences_decoding", "gauge", "Sequences in flight that are generating (past their prompt).");
-  o += fmt::format("kvshrink_sequences_decoding {}\n", g_.decoding);
-  header(o, "kvshrink_sequences_queued", "gauge", "Requests waiting for admission.");
-  o += fmt::format("kvshrink_sequences_queued {}\n", g_.queued);
-  header(o, "kvshrink_contexts", "gauge", "Stored compressed contexts.");
-  o += fmt::format("kvshrink_contexts {}\n", g_.contexts);
+  scalar(o, "kvshrink_kv_bytes", "gauge", "KV page-pool bytes in use.", g_.kv_bytes_in_use);
+  scalar(o, "kvshrink_kv_bytes_high_water", "gauge", "Largest KV page-pool bytes in use since start.", g_.kv_bytes_high_water);
+  scalar(o, "kvshrink_kv_bytes_cap", "gauge", "KV page-pool cap (--max-kv-bytes; 0 = none).", g_.kv_bytes_cap);
+  scalar(o, "kvshrink_kv_bytes_contexts", "gauge", "KV bytes held by stored contexts.", g_.kv_bytes_contexts);
+  scalar(o, "kvshrink_kv_bytes_reserved", "gauge", "KV bytes reserved for the worst-case growth of running sequences.", g_.kv_bytes_reserved);
+  scalar(o, "kvshrink_sequences_running", "gauge", "Sequences in flight (prefilling or decoding).", g_.running);
+  scalar(o, "kvshrink_sequences_decoding", "gauge", "Sequences in flight that are generating (past their prompt).", g_.decoding);
+  scalar(o, "kvshrink_sequences_queued", "gauge", "Requests waiting for admission.", g_.queued);
+  scalar(o, "kvshrink_contexts", "gauge", "Stored compressed contexts.", g_.contexts);
   return o;
 }
 
