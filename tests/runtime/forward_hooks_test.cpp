@@ -14,6 +14,7 @@
 #include "runtime/engine.h"
 #include "runtime/engine_probe.h"
 #include "runtime/session.h"
+#include "reference_layers.h"
 #include "test_util.h"
 
 namespace kvs {
@@ -60,41 +61,13 @@ class Capture : public LayerObserver {
 // cache holding these rows only: scalar matmuls (double accumulation), scalar attention.
 std::vector<float> reference_tail(const Model& m, int from, std::vector<float> x, const std::vector<int32_t>& pos) {
   const HParams& hp = m.hp;
-  const int n = static_cast<int>(pos.size()), E = hp.n_embd, H = hp.n_head, Hkv = hp.n_head_kv, D = hp.head_dim;
-  const int F = hp.n_ff, R = hp.rope_dim;
-  KvLayout l{hp.n_layer, Hkv, D, DType::F32, 16};
+  const int n = static_cast<int>(pos.size()), E = hp.n_embd;
+  KvLayout l{hp.n_layer, hp.n_head_kv, hp.head_dim, DType::F32, 16};
   PagePool pool(l.page_bytes());
   KvCache cache(pool, l);
-  const AttnShape shape{H, Hkv, D, 1.0f / std::sqrt(static_cast<float>(D))};
-  std::vector<float> xn(static_cast<size_t>(n) * E), q(static_cast<size_t>(n) * H * D), k(static_cast<size_t>(n) * Hkv * D),
-      v(k.size()), att(q.size()), proj(static_cast<size_t>(n) * E), g(static_cast<size_t>(n) * F), u(g.size());
-  std::vector<float> cs(static_cast<size_t>(R));
-  for (int il = from; il < hp.n_layer; ++il) {
-    const LayerWeights& L = m.layers[static_cast<size_t>(il)];
-    for (int t = 0; t < n; ++t) kernels::rmsnorm(&x[static_cast<size_t>(t) * E], L.attn_norm.f32(), &xn[static_cast<size_t>(t) * E], E, hp.rms_eps);
-    kernels::matmul_ref(L.wq, xn.data(), n, q.data());
-    kernels::matmul_ref(L.wk, xn.data(), n, k.data());
-    kernels::matmul_ref(L.wv, xn.data(), n, v.data());
-    for (int t = 0; t < n; ++t) {
-      for (int i = 0; i < R / 2; ++i) {
-        const double a = static_cast<double>(pos[t]) * m.rope_inv_freq[static_cast<size_t>(i)];
-        cs[2 * i] = static_cast<float>(std::cos(a));
-        cs[2 * i + 1] = static_cast<float>(std::sin(a));
-      }
-      kernels::rope(&q[static_cast<size_t>(t) * H * D], H, D, R, cs.data(), hp.rope_style);
-      kernels::rope(&k[static_cast<size_t>(t) * Hkv * D], Hkv, D, R, cs.data(), hp.rope_style);
-    }
-    EXPECT_TRUE(cache.append(il, n, k.data(), v.data(), pos.data()));
-    attention_ref(cache, il, shape, q.data(), pos.data(), n, att.data(), nullptr);
-    kernels::matmul_ref(L.wo, att.data(), n, proj.data());
-    for (size_t i = 0; i < x.size(); ++i) x[i] += proj[i];
-    for (int t = 0; t < n; ++t) kernels::rmsnorm(&x[static_cast<size_t>(t) * E], L.ffn_norm.f32(), &xn[static_cast<size_t>(t) * E], E, hp.rms_eps);
-    kernels::matmul_ref(L.ffn_gate, xn.data(), n, g.data());
-    kernels::matmul_ref(L.ffn_up, xn.data(), n, u.data());
-    for (size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
-    kernels::matmul_ref(L.ffn_down, g.data(), n, proj.data());
-    for (size_t i = 0; i < x.size(); ++i) x[i] += proj[i];
-  }
+  std::vector<float> q_last;
+  test::ref_layers(m, cache, from, hp.n_layer, x, pos, q_last);
+  std::vector<float> xn(static_cast<size_t>(n) * E);
   for (int t = 0; t < n; ++t) kernels::rmsnorm(&x[static_cast<size_t>(t) * E], m.output_norm.f32(), &xn[static_cast<size_t>(t) * E], E, hp.rms_eps);
   std::vector<float> logits(static_cast<size_t>(n) * hp.n_vocab);
   kernels::matmul_ref(m.output, xn.data(), n, logits.data());

@@ -27,6 +27,7 @@
 #include "runtime/engine.h"
 #include "runtime/engine_probe.h"
 #include "runtime/session.h"
+#include "reference_layers.h"
 #include "test_util.h"
 
 namespace kvs {
@@ -75,48 +76,6 @@ class Capture : public LayerObserver {
   std::vector<std::vector<int32_t>> pos;
   std::vector<std::vector<float>> hidden, q_last;
 };
-
-// Scalar layers [from, to) on rows x [n][E] at `pos`, appending their K/V to `cache` (double
-// accumulating matmuls, scalar attention); q_last gets the last row's query at layer to - 1.
-void ref_layers(const Model& m, KvCache& cache, int from, int to, std::vector<float>& x, const std::vector<int32_t>& pos,
-                std::vector<float>& q_last) {
-  const HParams& hp = m.hp;
-  const int n = static_cast<int>(pos.size()), E = hp.n_embd, H = hp.n_head, Hkv = hp.n_head_kv, D = hp.head_dim;
-  const int F = hp.n_ff, R = hp.rope_dim;
-  const AttnShape shape{H, Hkv, D, 1.0f / std::sqrt(static_cast<float>(D))};
-  std::vector<float> xn(static_cast<size_t>(n) * E), q(static_cast<size_t>(n) * H * D), k(static_cast<size_t>(n) * Hkv * D),
-      v(k.size()), att(q.size()), proj(static_cast<size_t>(n) * E), g(static_cast<size_t>(n) * F), u(g.size()),
-      cs(static_cast<size_t>(R));
-  for (int il = from; il < to; ++il) {
-    const LayerWeights& L = m.layers[static_cast<size_t>(il)];
-    for (int t = 0; t < n; ++t)
-      kernels::rmsnorm(&x[static_cast<size_t>(t) * E], L.attn_norm.f32(), &xn[static_cast<size_t>(t) * E], E, hp.rms_eps);
-    kernels::matmul_ref(L.wq, xn.data(), n, q.data());
-    kernels::matmul_ref(L.wk, xn.data(), n, k.data());
-    kernels::matmul_ref(L.wv, xn.data(), n, v.data());
-    for (int t = 0; t < n; ++t) {
-      for (int i = 0; i < R / 2; ++i) {
-        const double a = static_cast<double>(pos[t]) * m.rope_inv_freq[static_cast<size_t>(i)];
-        cs[2 * i] = static_cast<float>(std::cos(a));
-        cs[2 * i + 1] = static_cast<float>(std::sin(a));
-      }
-      kernels::rope(&q[static_cast<size_t>(t) * H * D], H, D, R, cs.data(), hp.rope_style);
-      kernels::rope(&k[static_cast<size_t>(t) * Hkv * D], Hkv, D, R, cs.data(), hp.rope_style);
-    }
-    ASSERT_TRUE(cache.append(il, n, k.data(), v.data(), pos.data()));
-    attention_ref(cache, il, shape, q.data(), pos.data(), n, att.data(), nullptr);
-    q_last.assign(q.end() - H * D, q.end());
-    kernels::matmul_ref(L.wo, att.data(), n, proj.data());
-    for (size_t i = 0; i < x.size(); ++i) x[i] += proj[i];
-    for (int t = 0; t < n; ++t)
-      kernels::rmsnorm(&x[static_cast<size_t>(t) * E], L.ffn_norm.f32(), &xn[static_cast<size_t>(t) * E], E, hp.rms_eps);
-    kernels::matmul_ref(L.ffn_gate, xn.data(), n, g.data());
-    kernels::matmul_ref(L.ffn_up, xn.data(), n, u.data());
-    for (size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
-    kernels::matmul_ref(L.ffn_down, g.data(), n, proj.data());
-    for (size_t i = 0; i < x.size(); ++i) x[i] += proj[i];
-  }
-}
 
 // Attention of one query [H][D] (the last row) over the slots of `layer`, summed over the heads,
 // by position.
@@ -220,7 +179,7 @@ TEST(UncompModel, PrunedPrefillMatchesAReferenceOnTheKeptRows) {
     PagePool rpool(rl.page_bytes());
     KvCache rc(rpool, rl);
     std::vector<float> q3;
-    ref_layers(*model, rc, 2, 4, x, set1, q3);
+    test::ref_layers(*model, rc, 2, 4, x, set1, q3);
     if (batch == n) {
       // The kept sets are top sets of the last token's attention in the previous layer.
       expect_top_set(last_row_attention(*c0, 1, shape, full.q_last[1]), set1, n - 8, 1e-5);
@@ -232,7 +191,7 @@ TEST(UncompModel, PrunedPrefillMatchesAReferenceOnTheKeptRows) {
       ASSERT_LT(i, set1.size());
       x2.insert(x2.end(), &x[i * E], &x[(i + 1) * E]);
     }
-    ref_layers(*model, rc, 4, 5, x2, set2, q3);
+    test::ref_layers(*model, rc, 4, 5, x2, set2, q3);
     std::vector<float> xn(static_cast<size_t>(E)), ref(static_cast<size_t>(V));
     kernels::rmsnorm(&x2[x2.size() - E], model->output_norm.f32(), xn.data(), E, hp.rms_eps);
     kernels::matmul_ref(model->output, xn.data(), 1, ref.data());
