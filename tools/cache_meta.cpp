@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <climits>
 #include <cmath>
 #include <filesystem>
 
@@ -35,10 +36,32 @@ nlohmann::json cache_meta(const Model& m, const PressOptions& po, const PromptOp
   j["chat"] = pr.chat;
   j["question_template"] = pr.question_template;
   j["context_tokens"] = ctx.context_tokens();
+  // The token ids themselves, so that `kvshrink inspect` can show the text without --context
+  // (a cache adopted from a file has none: null).
+  const auto& ids = ctx.context_ids();
+  j["context_ids"] = ids.size() == static_cast<size_t>(ctx.context_tokens()) && !ids.empty() ? nlohmann::json(ids)
+                                                                                               : nlohmann::json(nullptr);
   j["full_bytes"] = ctx.full_bytes();
   j["full_slots"] = ctx.full_slots();
   return j;
 }
+
+namespace {
+
+// context_ids, when present and not null: an array of exactly context_tokens token ids, each in
+// 0..2^31-1 (the vocabulary bound is checked by whoever has the tokenizer, e.g. inspect).
+void check_context_ids(const nlohmann::json& meta, int64_t context_tokens, const std::string& file) {
+  if (!meta.contains("context_ids") || meta.at("context_ids").is_null()) return;
+  const auto& a = meta.at("context_ids");
+  if (!a.is_array()) fail("{}: header field 'context_ids' must be an array of token ids or null", file);
+  if (static_cast<int64_t>(a.size()) != context_tokens)
+    fail("{}: header field 'context_ids' holds {} ids, but 'context_tokens' is {}", file, a.size(), context_tokens);
+  for (const auto& x : a)
+    if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > INT32_MAX)
+      fail("{}: header field 'context_ids' holds {}, not a token id", file, x.dump());
+}
+
+}  // namespace
 
 void check_cache_meta(const nlohmann::json& meta, const std::string& file) {
   const CacheHeaderLayout h = check_cache_header(meta, file);
@@ -61,7 +84,7 @@ void check_cache_meta(const nlohmann::json& meta, const std::string& file) {
   f.boolean_or("chat", false);
   // What the context was before compression: at most n_past tokens, at least the slots kept and
   // at most every head holding every position.
-  f.integer_or("context_tokens", 0, h.n_past, 0);
+  check_context_ids(meta, f.integer_or("context_tokens", 0, h.n_past, 0), file);
   const int64_t all_slots = int64_t{h.n_layer} * h.n_head_kv * h.n_past;
   if (f.has("full_slots")) f.integer("full_slots", static_cast<int64_t>(h.slots), all_slots);
   f.integer_or("full_bytes", 0, int64_t{1} << 50, 0);

@@ -15,7 +15,7 @@ nlohmann::json cache_meta(const Model& m, const PressOptions& po, const PromptOp
 // model_path / model_name / model_fingerprint / question_template strings, press a known press
 // whose press_options (array of "key=value" strings) it accepts, keep a number in (0, 1], budget
 // an integer 0..2^30, sinks / window integers -1..2^30, trigger "" or a valid trigger, seed a
-// uint64, chat a boolean, context_tokens 0..n_past, full_slots from slots to
+// uint64, chat a boolean, context_tokens 0..n_past, context_ids null or that many token ids, full_slots from slots to
 // n_layer * n_head_kv * n_past, full_bytes 0..2^50. Absent fields take their defaults. Every
 // accessor below calls it, so no header field reaches the engine unchecked.
 void check_cache_meta(const nlohmann::json& meta, const std::string& file);

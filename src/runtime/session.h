@@ -99,6 +99,8 @@ class CompressedContext {
   std::optional<double> keep_chosen() const { return result_.keep_chosen; }
   double prefill_seconds() const { return prefill_s_; }
   int32_t context_tokens() const { return n_context_; }
+  // The context's token ids as prefilled (empty for a cache adopted from a file).
+  const std::vector<int32_t>& context_ids() const { return context_; }
   // Per-token NLL of the context ([n - 1]; empty unless the press asked for it).
   const std::vector<float>& context_nll() const { return nll_; }
   // Called after every prefill chunk (context, or question on a fork) with the tokens fed so far

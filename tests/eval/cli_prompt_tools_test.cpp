@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_process.h"
+#include "kvcache/cache_file.h"
 #include "runtime/test_util.h"
 
 namespace kvs {
@@ -131,16 +132,24 @@ TEST(InspectCli, RunInspectAndInspectWithoutOrWithWrongText) {
                           d / "c.kvc"},
                          d.str(), "compress");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  // No text: a dot per token, and a note saying how to get the text.
+  // No text given: the header records the context's token ids, so the page shows the text.
+  const nlohmann::json header = read_cache_header(d / "c.kvc");
+  ASSERT_TRUE(header.contains("context_ids") && header.at("context_ids").is_array());
+  EXPECT_EQ(header.at("context_ids").size(), header.at("context_tokens").template get<size_t>());
   r = test::run_kvshrink({"inspect", d / "c.kvc"}, d.str(), "inspect_notext");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.err.find("--context"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("tokens are shown as dots"), std::string::npos) << r.err;
   const std::string html = test::read_all(d / "c.html");  // the default output path
   EXPECT_EQ(count_of(html, "<span class=\"tok"), 1042u);
+  EXPECT_NE(html.find("> special<"), std::string::npos);  // a word of the context, not dots
+  // The same page with the text given.
+  r = test::run_kvshrink({"inspect", d / "c.kvc", "--context", context, "-o", d / "t.html"}, d.str(), "inspect_text");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(test::read_all(d / "t.html"), html);
   // A text that is not the compressed context.
   r = test::run_kvshrink({"inspect", d / "c.kvc", "--context-text", "Some other text.", "-o", d / "x.html"}, d.str(), "inspect_bad");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("is it the text the cache was made from"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("is not the one the header records"), std::string::npos) << r.err;
 }
 
 }  // namespace

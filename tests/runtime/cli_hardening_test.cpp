@@ -163,6 +163,8 @@ TEST_F(CliHardening, WrongTypedOrOutOfRangeKvcHeaderFields) {
       {"seed", -1, "header field 'seed' must be an integer in 0.."},
       {"chat", "yes", "header field 'chat' must be a boolean, got string"},
       {"slots", 1, "slots"},
+      {"context_ids", "1 2 3", "header field 'context_ids' must be an array of token ids or null"},
+      {"context_ids", {1, 2, 3}, "header field 'context_ids' holds 3 ids, but 'context_tokens' is"},
       // A wrapped integer stored in the header goes through the same parser as --trigger.
       {"trigger", "every:4294967296", "trigger 'every:4294967296'"},
   };
