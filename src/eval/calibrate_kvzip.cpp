@@ -22,6 +22,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/progress.h"
 #include "core/timer.h"
 #include "press/methods/kvzip.h"
 #include "runtime/engine_probe.h"
@@ -81,7 +82,8 @@ nlohmann::json run_kvzip_calibration(const CalibrateArgs& a) {
   const KvLayout& l = a.engine.kv_layout();
   std::vector<std::vector<double>> best(static_cast<size_t>(l.n_layer), std::vector<double>(static_cast<size_t>(l.n_head_kv), 0.0));
   const int64_t span = static_cast<int64_t>(all.size()) - body;
-  Timer t;
+  Progress prog(static_cast<size_t>(samples), samples, a.progress);  // a bar (terminal) or lines (log)
+  prog.set_label("kvzip calibration");
   for (int i = 0; i < samples; ++i) {
     const int64_t start = samples > 1 ? span * i / (samples - 1) : 0;
     std::vector<int32_t> ids;
@@ -97,8 +99,7 @@ nlohmann::json run_kvzip_calibration(const CalibrateArgs& a) {
     const auto hs = kvzip_head_scores(kvzip_pair_scores(env, ko), l);
     for (int layer = 0; layer < l.n_layer; ++layer)
       for (int h = 0; h < l.n_head_kv; ++h) best[layer][h] = std::max(best[layer][h], hs[layer][h]);
-    if (a.progress)
-      fmt::print(stderr, "kvzip calibration: window {}/{} ({} tokens) {:.1f} s\n", i + 1, samples, ids.size(), t.seconds());
+    prog.advance(1);
   }
   nlohmann::json j;
   j["head_scores"] = best;

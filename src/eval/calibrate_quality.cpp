@@ -30,6 +30,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/progress.h"
 #include "core/timer.h"
 #include "eval/task.h"
 #include "eval/text_util.h"
@@ -111,18 +112,29 @@ nlohmann::json run_quality_calibration(const CalibrateArgs& a) {
 
   std::vector<math::CalibTriple> triples;
   nlohmann::json rows = nlohmann::json::array();
-  Timer t;
-  int done = 0, skipped = 0;
+  // The samples of every task, planned first so that the progress bar knows the total.
+  std::vector<std::pair<const Task*, SampleSpec>> plan;
   for (const auto& tn : tasks) {
     const Task& task = find_task(trim(tn));
     if (task.is_perplexity()) fail("calibrate quality: '{}' is a perplexity task (give QA tasks)", tn);
-    for (const SampleSpec& spec : task.plan(cfg)) {
+    for (const SampleSpec& spec : task.plan(cfg)) plan.emplace_back(&task, spec);
+  }
+  Progress prog(plan.size(), static_cast<double>(plan.size()), a.progress);  // a bar (terminal) or lines (log)
+  prog.set_label(fmt::format("quality calibration ({})", key));
+  int done = 0, skipped = 0;
+  for (const auto& [task_ptr, spec] : plan) {
+    const Task& task = *task_ptr;
+    {
+      struct Tick {  // one unit of the bar when this sample is finished or skipped
+        Progress& p;
+        ~Tick() { p.advance(1); }
+      } tick{prog};
       Sample smp;
       try {
         smp = task.make(spec, env);
       } catch (const Error& e) {
         ++skipped;
-        if (a.progress) fmt::print(stderr, "quality calibration: {} {} skipped: {}\n", task.name(), spec.id, e.what());
+        if (a.progress) fmt::print(stderr, "\nquality calibration: {} {} skipped: {}\n", task.name(), spec.id, e.what());
         continue;
       }
       const std::vector<int32_t> ctx = prompter.context_tokens(smp.context);
@@ -162,9 +174,6 @@ nlohmann::json run_quality_calibration(const CalibrateArgs& a) {
         }
       }
       ++done;
-      if (a.progress)
-        fmt::print(stderr, "quality calibration ({}): {} {} done, {} triples, {:.1f} s\n", key, task.name(), spec.id,
-                   triples.size(), t.seconds());
     }
   }
   if (triples.size() < 2)

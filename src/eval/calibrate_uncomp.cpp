@@ -24,6 +24,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/progress.h"
 #include "core/timer.h"
 #include "press/methods/uncomp.h"
 
@@ -82,6 +83,8 @@ nlohmann::json run_uncomp_calibration(const CalibrateArgs& a) {
   std::vector<double> erank;
   erank.reserve(static_cast<size_t>(samples) * L * H);
   double forward_s = 0, entropy_s = 0;
+  Progress prog(static_cast<size_t>(samples), samples, a.progress);  // a bar (terminal) or lines (log)
+  prog.set_label("uncomp calibration");
   for (int i = 0; i < samples; ++i) {
     const int64_t start = samples > 1 ? span * i / (samples - 1) : 0;
     std::vector<int32_t> ids;
@@ -96,9 +99,7 @@ nlohmann::json run_uncomp_calibration(const CalibrateArgs& a) {
     const std::vector<double> e = uncomp_sample_erank(*stats, L, o.k, o.norm);
     erank.insert(erank.end(), e.begin(), e.end());
     entropy_s += te.seconds();
-    if (a.progress && ((i + 1) % std::max(1, samples / 10) == 0 || i + 1 == samples))
-      fmt::print(stderr, "uncomp calibration: window {}/{} ({} tokens) {:.1f} s\n", i + 1, samples, ids.size(),
-                 t_all.seconds());
+    prog.advance(1);
   }
   Timer tv;
   nlohmann::json j = uncomp_calibration_data(erank, samples, L, H, Hkv, o);
