@@ -16,7 +16,7 @@ void EngineOptions::add(CLI::App* cmd, bool model_required) {
   auto* m = cmd->add_option("-m,--model", model, "GGUF file or Hugging Face model directory");
   if (model_required) m->required();
   cmd->add_option("-t,--threads", threads, "threads (0 = all cores)")->check(CLI::Range(0, 1024));
-  cmd->add_option("--kv-type", kv_type, "KV cache storage type: f32 or f16")->capture_default_str();
+  cmd->add_option("--kv-type", kv_type, "KV cache storage type: f16 or f32")->capture_default_str();
   cmd->add_option("--page-tokens", page_tokens, "tokens per KV cache page")->capture_default_str()->check(CLI::Range(1, 4096));
   cmd->add_option("-b,--batch", batch, "prefill batch (tokens per forward step)")->capture_default_str()->check(CLI::Range(1, 1 << 20));
 }

@@ -33,7 +33,7 @@ void register_inspect(CLI::App& app);  // cmd_inspect.cpp
 struct EngineOptions {
   std::string model;
   int threads = 0;
-  std::string kv_type = "f32";
+  std::string kv_type = "f16";  // KV cache storage (--kv-type): f16 (default) or f32
   int page_tokens = 32;
   int batch = 512;
   void add(CLI::App* cmd, bool model_required = true);

@@ -183,7 +183,7 @@ PYBIND11_MODULE(_kvshrink, m) {
              o.batch = batch;
              return kvshrink::Model(fspath(path), o);
            }),
-           "path"_a, py::kw_only(), "threads"_a = 0, "kv_type"_a = "f32", "page_tokens"_a = 32, "batch"_a = 512)
+           "path"_a, py::kw_only(), "threads"_a = 0, "kv_type"_a = "f16", "page_tokens"_a = 32, "batch"_a = 512)
       .def_property_readonly("info",
                              [](const kvshrink::Model& mo) {
                                const kvshrink::ModelInfo i = mo.info();

@@ -22,7 +22,9 @@ namespace kvs {
 
 struct EngineParams {
   int n_threads = 0;            // 0 = all cores
-  DType kv_dtype = DType::F32;  // KV cache storage: F32 or F16
+  // KV cache storage: F16 (default: half the bytes per decode step, same quality on the testbed;
+  // BENCHMARKS.md "F16 KV cache: quality") or F32 (tests comparing with F32 references pin it).
+  DType kv_dtype = DType::F16;
   int page_tokens = 32;         // tokens per KV page
   size_t kv_max_bytes = 0;      // cap on KV pool bytes (0 = none)
   int n_batch = 512;            // prefill chunk (tokens per forward step)

@@ -96,6 +96,26 @@ TEST(Api, ErrorsCarryTheEngineMessage) {
   EXPECT_NE(error_of([&] { model().load(tmp_path("missing.kvc")); }).find("missing.kvc"), std::string::npos);
 }
 
+// F16 is the default KV storage (issue 14); "f32" doubles the bytes, and a context saved by an F32
+// model loads into a default one (rows converted) and gives the same kept positions.
+TEST(Api, KvTypeDefaultsToF16AndF32FilesLoad) {
+  EXPECT_EQ(kvshrink::ModelOptions{}.kv_type, "f16");
+  kvshrink::ModelOptions f32o;
+  f32o.threads = 1;
+  f32o.kv_type = "f32";
+  kvshrink::Model f32m(kModel, f32o);
+  kvshrink::Context c32 = f32m.compress(needle_context(), keydiff(0.4));
+  kvshrink::Context c16 = model().compress(needle_context(), keydiff(0.4));
+  EXPECT_EQ(c32.full_kv_bytes(), 2 * c16.full_kv_bytes());
+  const std::string path = tmp_path("keydiff_f32.kvc");
+  c32.save(path);
+  kvshrink::Context loaded = kvshrink::load(path, model());
+  EXPECT_EQ(loaded.kv_bytes() * 2, c32.kv_bytes());
+  for (int l = 0; l < c32.n_layer(); ++l)
+    for (int h = 0; h < c32.n_head_kv(); ++h) EXPECT_EQ(loaded.kept_positions(l, h), c32.kept_positions(l, h));
+  EXPECT_EQ(loaded.ask(kQuestion, short_answer()).text.rfind(" 4071589", 0), 0u);
+}
+
 TEST(Api, CompressAskSaveLoad) {
   kvshrink::Context ctx = model().compress(needle_context(), keydiff(0.4));
   EXPECT_EQ(ctx.n_layer(), model().info().n_layer);

@@ -97,6 +97,23 @@ def test_answer_equals_cli(model, context_text, tmp, press, keep):
         np.testing.assert_array_equal(ctx.kept_positions(layer, head), pos)
 
 
+def test_kv_type_defaults_to_f16(model, context_text, tmp):
+    """F16 KV by default (issue 14); kv_type="f32" doubles the bytes; an F32 file loads into a default model."""
+    ctx16 = model.compress(context_text, press="keydiff", keep=0.4, question_template=TEMPLATE)
+    f32 = kvshrink.Model(MODEL, threads=1, kv_type="f32")
+    ctx32 = f32.compress(context_text, press="keydiff", keep=0.4, question_template=TEMPLATE)
+    assert ctx32.full_kv_bytes == 2 * ctx16.full_kv_bytes
+    path = tmp / "f32.kvc"
+    ctx32.save(path)
+    header, _ = read_kvc_positions(path)
+    assert header["dtype"] == "f32"
+    ctx16.save(tmp / "f16.kvc")
+    assert read_kvc_positions(tmp / "f16.kvc")[0]["dtype"] == "f16"
+    loaded = kvshrink.load(str(path), model)
+    assert 2 * loaded.kv_bytes == ctx32.kv_bytes
+    assert loaded.ask(QUESTION, max_new_tokens=8).startswith(" 4071589")
+
+
 def test_keydiff_finds_the_needle(model, context_text):
     ctx = model.compress(context_text, press="keydiff", keep=0.4, question_template=TEMPLATE)
     assert ctx.ask(QUESTION, max_new_tokens=8).startswith(" 4071589")

@@ -15,9 +15,10 @@
 //     being rare, leave most positions untouched — in every build (11-15 of 53 positions are
 //     flipped when batched, 1-4 token by token, depending on the build);
 //   - the greedy tokens identical.
-// Between our own runs there is no F16 rounding to flip (default F32 numerics), so they must
-// agree tightly: batched vs token by token, and a HF conversion vs the GGUF it came from (1e-4,
-// float summation order only).
+// Between our own runs there is no F16 rounding to flip when they store K/V in F32 and use F32
+// numerics (f32_params pins the F32 cache; the default KV type is F16), so they must agree tightly:
+// batched vs token by token, and a HF conversion vs the GGUF it came from (1e-4, float summation
+// order only).
 // Our default numerics (F32 attention over the F16 cache) are more accurate than llama.cpp's and
 // differ from it by up to ~3.5e-2.
 #include <gtest/gtest.h>
@@ -89,8 +90,12 @@ float max_diff_between(const Model& ma, const EngineParams& pa, const Model& mb,
   return m;
 }
 
+// F32 K/V and numerics: comparisons between our own runs (batching, HF vs GGUF) at 1e-4, where only
+// the float summation order differs. F16 storage (the default) would turn the ~1e-7 differences of
+// the runs' K/V into occasional one-ulp F16 rounding flips (~5e-4 relative; see the top of the file).
 EngineParams f32_params(int threads, int batch) {
   EngineParams ep;
+  ep.kv_dtype = DType::F32;
   ep.n_threads = threads;
   ep.n_batch = batch;
   return ep;

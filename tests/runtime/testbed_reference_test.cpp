@@ -37,7 +37,11 @@ std::vector<std::string> testbed_dirs() {
 }
 
 void check(const Model& m, const std::string& ref_path, float tol) {
-  Engine e(m, {});
+  // F32 K/V: the PyTorch reference keeps its cache in F32; the tolerance measures our arithmetic
+  // against it, not F16 storage's rounding (the default KV type, checked on quality elsewhere).
+  EngineParams ep;
+  ep.kv_dtype = DType::F32;
+  Engine e(m, ep);
   std::ifstream f(ref_path);
   std::string line;
   int n_cases = 0;
