@@ -5,8 +5,13 @@
 // against the subsampled keys (sinks + the chunk's cache slots + the repeat input's own keys up to
 // each query), softmax per query, and keeps per chunk slot the maximum probability over the
 // queries and the query heads of the group. Tiles of 64 queries x the subsampled keys, through
-// sgemm; never a matrix larger than that. Extra memory while scoring: the probe's fork (the
-// repeat input's K/V, one chunk) + per thread one tile and one maximum per chunk slot + the
+// sgemm; never a matrix larger than that. When the subsampled keys are every key the forward's
+// queries see (one chunk covers the whole context after the sinks, or softmax=cache), the
+// forward's own log-sum-exp normalises: only the chunk's columns are computed, and the maximum is
+// kept as a log probability (max of logit - lse, one exp per slot at the end). Otherwise each row
+// gets its max and sum of exp over the subsampled keys. The per-slot maximum over a tile's rows:
+// kvzip_fold_max (press/math/kvzip_fold.h, AVX2). Extra memory while scoring: the probe's fork
+// (the repeat input's K/V, one chunk) + per thread one tile and one maximum per chunk slot + the
 // gathered keys of one layer (sinks + chunk + repeat input).
 #include "press/methods/kvzip.h"
 
@@ -19,6 +24,7 @@
 #include "core/error.h"
 #include "kernels/ops.h"
 #include "press/budget/global.h"
+#include "press/math/kvzip_fold.h"
 #include "press/scorers/scorers.h"
 
 namespace kvs {
@@ -66,6 +72,10 @@ class RepeatObserver : public LayerObserver {
     const AttnShape& s = *v.shape;
     const int H = s.n_head, Hkv = s.n_head_kv, D = s.head_dim, G = H / Hkv, T = v.n_tok;
     const int32_t last_pos = v.pos[T - 1];
+    // Normalise by the forward's log-sum-exp when the subsampled keys are all the keys it saw
+    // (the sinks and one chunk cover the whole original cache) — not with llama.cpp numerics,
+    // whose attention rounds the queries to F16.
+    const bool fwd_lse = softmax_cache_ || (p0_ == sinks_ && p1_ == n_orig_ && !s.f16_compat);
     // Per KV head: the subsampled keys [a sinks | m chunk slots | nrep repeat keys] gathered to f32.
     struct HeadKeys {
       int32_t a = 0, b = 0, m = 0, r0 = 0, nrep = 0;
@@ -81,7 +91,7 @@ class RepeatObserver : public LayerObserver {
         HeadKeys& h = hk[static_cast<size_t>(kvh)];
         h.b = lb(p0_);
         h.m = lb(p1_) - h.b;
-        if (!softmax_cache_) {
+        if (!fwd_lse) {
           h.a = lb(sinks_);
           h.r0 = lb(n_orig_);
           h.nrep = static_cast<int32_t>(std::upper_bound(pos.begin(), pos.end(), last_pos) - pos.begin()) - h.r0;
@@ -107,13 +117,15 @@ class RepeatObserver : public LayerObserver {
       for (int g = 0; g < G; ++g)
         for (int t0 = 0; t0 < T; t0 += kBq) tasks.push_back({kvh, kvh * G + g, t0});
     const int nth = env_.pool.size();
-    // best[thread][kvh][j]: max probability of chunk slot j seen by that thread.
+    // best[thread][kvh][j]: max probability of chunk slot j seen by that thread (its log with fwd_lse).
     std::vector<std::vector<std::vector<float>>> best(static_cast<size_t>(nth));
     env_.pool.run([&](int ith, int n_threads) {
       auto& mine = best[static_cast<size_t>(ith)];
       mine.resize(static_cast<size_t>(Hkv));
-      for (int kvh = 0; kvh < Hkv; ++kvh) mine[static_cast<size_t>(kvh)].assign(static_cast<size_t>(hk[kvh].m), 0.0f);
+      for (int kvh = 0; kvh < Hkv; ++kvh)
+        mine[static_cast<size_t>(kvh)].assign(static_cast<size_t>(hk[kvh].m), fwd_lse ? -kInf : 0.0f);
       std::vector<float> Q(static_cast<size_t>(kBq) * D), S(static_cast<size_t>(kBq) * max_cols);
+      std::vector<float> mul(static_cast<size_t>(kBq)), sub(static_cast<size_t>(kBq));  // [kBq] per-row map
       for (size_t ti = static_cast<size_t>(ith); ti < tasks.size(); ti += static_cast<size_t>(n_threads)) {
         const Task& tk = tasks[ti];
         const HeadKeys& h = hk[static_cast<size_t>(tk.kvh)];
@@ -131,21 +143,23 @@ class RepeatObserver : public LayerObserver {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nt, ncols, D, 1.0f, Q.data(), D, h.K.data(), D, 0.0f,
                     S.data(), ncols);
         float* bst = mine[static_cast<size_t>(tk.kvh)].data();
-        for (int i = 0; i < nt; ++i) {
-          float* row = S.data() + static_cast<size_t>(i) * ncols;
-          if (softmax_cache_) {
-            // Normalised over every key the query sees: the forward's own log-sum-exp.
-            const float lse = v.lse[static_cast<size_t>(tk.t0 + i) * H + tk.qh];
-            for (int32_t j = 0; j < h.m; ++j) bst[j] = std::max(bst[j], std::exp(row[j] - lse));
-            continue;
+        if (fwd_lse) {
+          // log p = logit - lse (every column is a chunk slot: no sinks, no repeat keys).
+          for (int i = 0; i < nt; ++i) {
+            mul[static_cast<size_t>(i)] = 1.0f;
+            sub[static_cast<size_t>(i)] = v.lse[static_cast<size_t>(tk.t0 + i) * H + tk.qh];
           }
-          const int32_t qp = v.pos[tk.t0 + i];
-          for (int32_t j = nvis - 1; j >= 0 && h.reppos[static_cast<size_t>(j)] > qp; --j) row[h.a + h.m + j] = -kInf;
-          const float mx = kernels::max_f32(row, ncols);
-          const float inv = 1.0f / kernels::exp_sub_sum(row, ncols, mx);
-          const float* pc = row + h.a;
-          for (int32_t j = 0; j < h.m; ++j) bst[j] = std::max(bst[j], pc[j] * inv);
+        } else {
+          for (int i = 0; i < nt; ++i) {
+            float* row = S.data() + static_cast<size_t>(i) * ncols;
+            const int32_t qp = v.pos[tk.t0 + i];
+            for (int32_t j = nvis - 1; j >= 0 && h.reppos[static_cast<size_t>(j)] > qp; --j) row[h.a + h.m + j] = -kInf;
+            const float mx = kernels::max_f32(row, ncols);
+            mul[static_cast<size_t>(i)] = 1.0f / kernels::exp_sub_sum(row, ncols, mx);  // row := exp(row - mx)
+            sub[static_cast<size_t>(i)] = 0.0f;
+          }
         }
+        kvzip_fold_max(S.data() + h.a, ncols, nt, h.m, mul.data(), sub.data(), bst);
       }
     });
     for (int kvh = 0; kvh < Hkv; ++kvh) {
@@ -154,8 +168,9 @@ class RepeatObserver : public LayerObserver {
       for (int t = 0; t < nth; ++t) {
         const auto& b = best[static_cast<size_t>(t)];
         if (b.empty()) continue;
+        const float* bk = b[static_cast<size_t>(kvh)].data();
         for (int32_t j = 0; j < h.m; ++j)
-          o[static_cast<size_t>(h.b + j)] = std::max(o[static_cast<size_t>(h.b + j)], b[static_cast<size_t>(kvh)][static_cast<size_t>(j)]);
+          o[static_cast<size_t>(h.b + j)] = std::max(o[static_cast<size_t>(h.b + j)], fwd_lse ? std::exp(bk[j]) : bk[j]);
       }
     }
   }

@@ -198,6 +198,9 @@ int forward_segments(const Runtime& rt, Activations& a, std::span<Segment> segs,
         sg.observer->on_layer(v);
       }
     }
+    // Without logits nothing reads the last layer's output (a prefill chunk before the last, a
+    // press's probe forward): its output projection and feed-forward block are skipped.
+    if (mode == LogitsRows::None && il == hp.n_layer - 1) break;
     kernels::matmul(L.wo, a.att.data(), n, a.xn.data(), rt.pool, rt.mm);
     for_rows(rt.pool, n, [&](int t) {
       kernels::add_f32(a.x.data() + static_cast<size_t>(t) * E, a.xn.data() + static_cast<size_t>(t) * E, E);
