@@ -28,6 +28,7 @@
 #include "kernels/matmul.h"
 #include "kernels/matmul_internal.h"
 #include "kernels/ops.h"
+#include "kernels/q4_0_packed.h"
 #include "kernels/ref/ref.h"
 
 namespace kvs::kernels {
@@ -127,6 +128,45 @@ void matmul_decode(const KernelTable& k, const MatmulConfig& cfg, const TensorVi
           const int nr = static_cast<int>(std::min<int64_t>(kDecodeRowBlock, re - r));
           tile(w + r * w_stride, w_stride, nr, act + t0 * act_stride, act_stride, nt, cols, y + t0 * ldy + r, ldy);
         }
+      }
+    }
+  });
+}
+
+// Q4_0 weights repacked at load (q4_0_packed.h), every batch size: the activations are prepared
+// in q4_0p format, chunks of 16-row groups are handed out as in matmul_decode, and each chunk
+// meets the token blocks in turn (the packed tile walks its groups one by one, up to 8 tokens per
+// pass).
+void matmul_q4_0p(const KernelTable& k, const MatmulConfig& cfg, const PackedQ4_0& P, const float* x,
+                  int64_t n_tok, float* y, int64_t ldy, ThreadPool& pool, MatmulScratch& scratch) {
+  const int64_t rows = P.rows, cols = P.cols;
+  const size_t act_stride = (act_q4_0p_bytes(cols) + 63) / 64 * 64;
+  scratch.act.resize(act_stride * n_tok);
+  uint8_t* act = scratch.act.data();  // [n_tok][act_stride bytes]
+  auto quantize = [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      k.quant_act_q8_0(x + t * cols, act + t * act_stride, cols);
+      finish_act_q4_0p(act + t * act_stride, cols);
+    }
+  };
+  if (n_tok >= 8)
+    pool.parallel_for(n_tok, quantize);
+  else
+    quantize(0, n_tok);
+  const int64_t tb = n_tok <= 8 ? n_tok
+                                : std::clamp<int64_t>(kActBlockBytes / static_cast<int64_t>(act_stride) / 8 * 8, 8, n_tok);
+  int64_t chunk = (P.ngroups + 4 * pool.size() - 1) / (4 * pool.size());
+  if (tb < n_tok) chunk = std::min<int64_t>(chunk, kWeightChunkBytes / static_cast<int64_t>(P.group_stride));
+  chunk = std::max<int64_t>(1, chunk);
+  ChunkQueue queue(P.ngroups, chunk);
+  run_parallel(pool, cfg, rows * cols * n_tok, [&](int, int) {
+    int64_t gb, ge;
+    while (queue.next(&gb, &ge)) {
+      const int64_t r0 = gb * kQ4PackRows;
+      for (int64_t t0 = 0; t0 < n_tok; t0 += tb) {
+        const int nt = static_cast<int>(std::min(tb, n_tok - t0));
+        k.tile_q4_0p(P.group(gb), P.group_stride, static_cast<int>(ge - gb), rows - r0, act + t0 * act_stride,
+                     act_stride, nt, cols, y + t0 * ldy + r0, ldy);
       }
     }
   });
@@ -255,6 +295,14 @@ void matmul_with(const KernelTable& k, const MatmulConfig& cfg, const TensorView
   // so does attention's prefill (kvcache/attention.cpp) from inside pool tasks, where OpenBLAS's
   // own threads would compete with ours (and spin in exec_blas_async).
   if (cfg.blas == BlasThreading::PoolPerThread) set_blas_threads(1);
+  // Repacked Q4_0 (registered by the model loader when the active table has the packed tile) runs
+  // the packed tile in decode and prefill alike; a forced sgemm prefill reads the original bytes.
+  if (W.type == DType::Q4_0 && k.tile_q4_0p && cfg.path != MatmulPath::Prefill) {
+    if (const auto packed = find_packed_q4_0(W.data, rows, cols)) {
+      matmul_q4_0p(k, cfg, *packed, x, n_tok, y, ldy, pool, scratch);
+      return;
+    }
+  }
   if (decode)
     matmul_decode(k, cfg, W, x, n_tok, y, ldy, pool, scratch);
   else

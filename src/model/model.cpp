@@ -12,11 +12,14 @@
 #include "core/mapped_file.h"
 #include "core/paths.h"
 #include "kernels/ops.h"
+#include "kernels/q4_0_packed.h"
 #include "model/gguf/gguf.h"
 
 namespace kvs {
 
-Model::~Model() = default;
+Model::~Model() {
+  for (const Packed& p : packed) kernels::unregister_packed_q4_0(p.key);
+}
 
 std::unique_ptr<Model> Model::load(const std::string& path) {
   namespace fs = std::filesystem;
@@ -158,6 +161,7 @@ void detail::finish_model(Model& m, const std::string& src) {
     h = fnv1a(h, static_cast<const uint8_t*>(t.data) + (t.nbytes - k), k);
   });
   m.fingerprint = h;
+  repack_weights(m);  // after the fingerprint, which identifies the file's bytes
 }
 
 size_t Model::weight_bytes() const {
@@ -168,7 +172,17 @@ size_t Model::weight_bytes() const {
 
 size_t Model::resident_bytes() const {
   size_t n = 0;
-  for_each_weight(*this, [&](const TensorView& t) { n += kvs::resident_bytes(t.data, t.nbytes); });
+  // A repacked tensor counts as its packed copy (anonymous memory, all resident); its file pages
+  // are no longer read by the matmul (mincore would still see them in the page cache).
+  auto is_packed = [&](const void* d) {
+    for (const Packed& p : packed)
+      if (p.key == d) return true;
+    return false;
+  };
+  for_each_weight(*this, [&](const TensorView& t) {
+    if (!is_packed(t.data)) n += kvs::resident_bytes(t.data, t.nbytes);
+  });
+  for (const Packed& p : packed) n += p.bytes;
   return n;
 }
 

@@ -6,6 +6,10 @@
 #include "kernels/cpu_features.h"
 
 namespace kvs::kernels {
+namespace avx512 {
+void tile_q4_0p(const uint8_t* w, size_t gs, int ng, int64_t nr, const uint8_t* a, size_t as, int nt, int64_t n,
+                float* out, int64_t ldo);  // tile_q4_0p_avx512.cpp
+}  // namespace avx512
 namespace {
 
 #define KVS_KERNEL_TABLE(ns)                                                                      \
@@ -43,6 +47,7 @@ KernelTable make_avx512() {
   k.tile_q4_K = avx512::tile_q4_K;
   k.tile_q6_K = avx512::tile_q6_K;
   k.wide_tiles = true;
+  k.tile_q4_0p = avx512::tile_q4_0p;
   return k;
 }
 

@@ -27,6 +27,11 @@ using DotFn = float (*)(const void* w, const void* act, int64_t n);
 // Lets an implementation load each weight block once for several tokens.
 using DotTileFn = void (*)(const uint8_t* w, size_t w_stride, int nr, const uint8_t* act,
                            size_t act_stride, int nt, int64_t n, float* out, int64_t ldo);
+// Repacked Q4_0 (kernels/q4_0_packed.h): out[t * ldo + i] = dot(row i, token t) for the rows
+// i < min(nr, 16 * ng) of the ng 16-row groups at w (group_stride bytes apart), tokens t < nt;
+// activation rows in q4_0p format, act_stride bytes apart.
+using PackedTileFn = void (*)(const uint8_t* w, size_t group_stride, int ng, int64_t nr, const uint8_t* act,
+                              size_t act_stride, int nt, int64_t n, float* out, int64_t ldo);
 using DequantFn = void (*)(const void* src, float* dst, int64_t n);
 using QuantFn = void (*)(const float* src, void* dst, int64_t n);
 
@@ -71,6 +76,10 @@ struct KernelTable {
   // The dot tiles run prefill-sized batches faster than dequantise + an AVX2-class sgemm (see
   // default_decode_max_tok in matmul_internal.h); set for the AVX-512 table.
   bool wide_tiles = false;
+
+  // Tile over Q4_0 weights repacked at load (set for the AVX-512 table only; the model repacks
+  // Q4_0 matrices when the active table has it, and matmul uses it for those).
+  PackedTileFn tile_q4_0p = nullptr;
 };
 
 const KernelTable& generic_kernels();

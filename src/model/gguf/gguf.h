@@ -86,6 +86,10 @@ class GgufFile {
   std::vector<float> get_f32_array(std::string_view key) const;
   std::vector<int64_t> get_int_array(std::string_view key) const;
 
+  // The file mapping the tensor data lives in ([mapped_data(), + file_size())), or nullptr when
+  // parsed from a caller's buffer.
+  const uint8_t* mapped_data() const { return file_ ? data_ : nullptr; }
+
   const std::vector<TensorView>& tensors() const { return tensors_; }
   const TensorView* tensor(std::string_view name) const;
 
