@@ -15,8 +15,9 @@
 // (pimpl). Every failure throws kvshrink::Error with the engine's message, which names the file,
 // option or field and what was expected.
 //
-// Threads: a Model and every Context made from it share one engine (thread pool, KV page pool);
-// call them from one thread at a time. Contexts keep their model alive.
+// Threads: a Model and every Context made from it share one engine (thread pool, KV page pool).
+// They may be called from several threads: calls that run the engine take the model's lock, so
+// one runs at a time (each already uses the engine's threads). Contexts keep their model alive.
 // Requires C++17.
 #pragma once
 #include <cstddef>

@@ -84,6 +84,14 @@ py::array_t<T> to_numpy(const std::vector<T>& v) {
   return a;
 }
 
+// Runs fn without the GIL (engine calls: other Python threads run meanwhile; the API's model lock
+// serialises calls on one engine). fn must not touch Python objects: convert arguments before.
+template <typename Fn>
+auto nogil(Fn&& fn) -> decltype(fn()) {
+  py::gil_scoped_release release;
+  return fn();
+}
+
 // Keyword arguments shared by generate and ask.
 #define KVS_SAMPLING_ARGS                                                                                  \
   py::kw_only(), "max_new_tokens"_a = 64, "temperature"_a = 0.0f, "top_k"_a = 40, "top_p"_a = 0.95f,        \
@@ -137,7 +145,7 @@ PYBIND11_MODULE(_kvshrink, m) {
              bool details) -> py::object {
             auto o = sampling<kvshrink::AskOptions>(max_new_tokens, temperature, top_k, top_p, min_p, seed, stop, stop_at_eog);
             o.query_aware = query_aware;
-            kvshrink::Answer a = c.ask(q, o);
+            kvshrink::Answer a = nogil([&] { return c.ask(q, o); });
             if (details) return py::cast(std::move(a));
             return py::str(a.text);
           },
@@ -148,13 +156,19 @@ PYBIND11_MODULE(_kvshrink, m) {
           [](const kvshrink::Context& c, const std::string& press, const py::object& keep, const py::object& quality,
              int budget, int sinks, int window, const std::string& trigger, uint64_t seed, const std::string& question_template,
              bool scores, const py::kwargs& options) {
-            return c.compress(compress_options(press, keep, quality, budget, sinks, window, trigger, seed, c.options().chat,
-                                               question_template, scores, options));
+            const auto o = compress_options(press, keep, quality, budget, sinks, window, trigger, seed, c.options().chat,
+                                            question_template, scores, options);
+            return nogil([&] { return c.compress(o); });
           },
           "press"_a = "full", py::kw_only(), "keep"_a = py::none(), "quality"_a = py::none(), "budget"_a = 0, "sinks"_a = -1,
           "window"_a = -1, "trigger"_a = "", "seed"_a = 0, "question_template"_a = "", "scores"_a = false,
           "A compressed copy of this uncompressed context (from Model.prefill); other keywords are press options")
-      .def("save", [](const kvshrink::Context& c, const py::object& path) { c.save(fspath(path)); }, "path"_a,
+      .def("save",
+           [](const kvshrink::Context& c, const py::object& path) {
+             const std::string p = fspath(path);
+             nogil([&] { c.save(p); });
+           },
+           "path"_a,
            "Writes a .kvc file (kvshrink.load / `kvshrink ask` read it)")
       .def("kept_positions", [](const kvshrink::Context& c, int layer, int head) { return to_numpy(c.kept_positions(layer, head)); },
            "layer"_a, "head"_a, "Context positions KV head `head` of `layer` holds (int32, increasing)")
@@ -181,7 +195,8 @@ PYBIND11_MODULE(_kvshrink, m) {
              o.kv_type = kv_type;
              o.page_tokens = page_tokens;
              o.batch = batch;
-             return kvshrink::Model(fspath(path), o);
+             const std::string p = fspath(path);
+             return nogil([&] { return kvshrink::Model(p, o); });
            }),
            "path"_a, py::kw_only(), "threads"_a = 0, "kv_type"_a = "f16", "page_tokens"_a = 32, "batch"_a = 512)
       .def_property_readonly("info",
@@ -202,7 +217,7 @@ PYBIND11_MODULE(_kvshrink, m) {
             auto o = sampling<kvshrink::GenerateOptions>(max_new_tokens, temperature, top_k, top_p, min_p, seed, stop, stop_at_eog);
             o.chat = chat;
             o.system = system;
-            kvshrink::Answer a = mo.generate(prompt, o);
+            kvshrink::Answer a = nogil([&] { return mo.generate(prompt, o); });
             if (details) return py::cast(std::move(a));
             return py::str(a.text);
           },
@@ -218,7 +233,7 @@ PYBIND11_MODULE(_kvshrink, m) {
                 o.press = py::str(p).cast<std::string>();
                 prep.push_back(o);
               }
-            return mo.prefill(text, prep, chat);
+            return nogil([&] { return mo.prefill(text, prep, chat); });
           },
           "text"_a, py::kw_only(), "prepare"_a = py::none(), "chat"_a = false,
           "Prefills a context uncompressed; Context.compress then derives compressed contexts from it. prepare: press "
@@ -228,15 +243,26 @@ PYBIND11_MODULE(_kvshrink, m) {
           [](kvshrink::Model& mo, const std::string& text, const std::string& press, const py::object& keep,
              const py::object& quality, int budget, int sinks, int window, const std::string& trigger, uint64_t seed,
              bool chat, const std::string& question_template, bool scores, const py::kwargs& options) {
-            return mo.compress(text, compress_options(press, keep, quality, budget, sinks, window, trigger, seed, chat,
-                                                      question_template, scores, options));
+            const auto o = compress_options(press, keep, quality, budget, sinks, window, trigger, seed, chat,
+                                            question_template, scores, options);
+            return nogil([&] { return mo.compress(text, o); });
           },
           "text"_a, "press"_a = "full", py::kw_only(), "keep"_a = py::none(), "quality"_a = py::none(), "budget"_a = 0,
           "sinks"_a = -1, "window"_a = -1, "trigger"_a = "", "seed"_a = 0, "chat"_a = false, "question_template"_a = "",
           "scores"_a = false, "Prefills and compresses a context (kvshrink compress); other keywords are press options")
-      .def("load", [](kvshrink::Model& mo, const py::object& path) { return mo.load(fspath(path)); }, "path"_a,
+      .def("load",
+           [](kvshrink::Model& mo, const py::object& path) {
+             const std::string p = fspath(path);
+             return nogil([&] { return mo.load(p); });
+           },
+           "path"_a,
            "Loads a .kvc file made with this model");
 
-  m.def("load", [](const py::object& path, kvshrink::Model& mo) { return mo.load(fspath(path)); }, "path"_a, "model"_a,
+  m.def("load",
+        [](const py::object& path, kvshrink::Model& mo) {
+          const std::string p = fspath(path);
+          return nogil([&] { return mo.load(p); });
+        },
+        "path"_a, "model"_a,
         "Loads a .kvc file made with `model` (same as model.load(path))");
 }

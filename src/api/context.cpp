@@ -10,9 +10,22 @@
 namespace kvshrink {
 
 Context::Context(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Context::~Context() = default;
+Context::~Context() {
+  if (!impl_) return;
+  // Freeing the context's pages goes to the model's page pool: under the engine lock, held
+  // through a reference that outlives the context (it may be the model's last owner).
+  const std::shared_ptr<Model::Impl> m = impl_->model;
+  auto lock = detail::engine_lock(*m);
+  impl_.reset();
+}
 Context::Context(Context&&) noexcept = default;
-Context& Context::operator=(Context&&) noexcept = default;
+Context& Context::operator=(Context&& o) noexcept {
+  if (this != &o) {
+    Context old(std::move(*this));  // released under its model's lock by ~Context
+    impl_ = std::move(o.impl_);
+  }
+  return *this;
+}
 
 namespace {
 Context::Impl& live(const std::unique_ptr<Context::Impl>& p) {
@@ -30,6 +43,7 @@ void check_head(const kvs::KvCache& c, int layer, int head) {
 Answer Context::ask(const std::string& question, const AskOptions& options) {
   return detail::guarded([&] {
     Impl& c = live(impl_);
+    auto lock = detail::engine_lock(*c.model);
     const auto q = c.prompt.question_tokens(*c.model->model->tokenizer, question);
     const kvs::AnswerOptions ao = detail::answer_options(options);
     if (options.query_aware) {
@@ -44,6 +58,7 @@ Answer Context::ask(const std::string& question, const AskOptions& options) {
 Context Context::compress(const CompressOptions& options) const {
   return detail::guarded([&] {
     const Impl& base = live(impl_);
+    auto lock = detail::engine_lock(*base.model);
     if (!base.uncompressed_base)
       kvs::fail("compress: this context is already compressed (press '{}'); compress a context from Model::prefill",
                 base.options.press);
@@ -80,6 +95,7 @@ Context Context::compress(const CompressOptions& options) const {
 void Context::save(const std::string& path) const {
   detail::guarded([&] {
     const Impl& c = live(impl_);
+    auto lock = detail::engine_lock(*c.model);
     nlohmann::json meta = kvs::cli::cache_meta(*c.model->model, c.press, c.prompt, *c.ctx);
     if (c.loaded_keep_chosen) meta["keep_chosen"] = *c.loaded_keep_chosen;
     kvs::save_cache(path, c.ctx->cache(), meta);
@@ -93,6 +109,7 @@ int Context::context_tokens() const { return live(impl_).ctx->context_tokens(); 
 
 std::vector<int32_t> Context::kept_positions(int layer, int head) const {
   return detail::guarded([&] {
+    auto lock = detail::engine_lock(*live(impl_).model);
     const kvs::KvCache& cache = live(impl_).ctx->cache();
     check_head(cache, layer, head);
     return cache.head(layer, head).pos;

@@ -2,6 +2,7 @@
 // place engine errors become kvshrink::Error.
 #pragma once
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,7 +18,12 @@ namespace kvshrink {
 
 struct Model::Impl {
   std::unique_ptr<kvs::Model> model;
-  std::unique_ptr<kvs::Engine> engine;  // shared by every context of this model (one thread at a time)
+  std::unique_ptr<kvs::Engine> engine;  // shared by every context of this model
+  // Serialises every call that runs the engine or touches the KV page pool (forward passes,
+  // compression, loading, saving, reading positions, destroying a context), so a model and its
+  // contexts may be used from several threads (one call runs at a time). Recursive: a call may
+  // make another (Model::compress with scores goes through prefill + Context::compress).
+  mutable std::recursive_mutex engine_mutex;
 };
 
 struct Context::Impl {
@@ -33,6 +39,11 @@ struct Context::Impl {
 };
 
 namespace detail {
+
+// Holds `m`'s engine for the duration of one public call.
+inline std::unique_lock<std::recursive_mutex> engine_lock(const Model::Impl& m) {
+  return std::unique_lock<std::recursive_mutex>(m.engine_mutex);
+}
 
 // The CLI's option form of `o` (key=value options sorted by key).
 kvs::cli::PressOptions press_options(const CompressOptions& o);

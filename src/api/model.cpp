@@ -83,6 +83,7 @@ std::string Model::detokenize(const std::vector<int32_t>& tokens) const {
 
 Answer Model::generate(const std::string& prompt, const GenerateOptions& options) {
   return detail::guarded([&] {
+    auto lock = detail::engine_lock(*impl_);
     const kvs::Tokenizer& tok = *impl_->model->tokenizer;
     std::vector<int32_t> ids;
     if (options.chat) {
@@ -107,6 +108,7 @@ Answer Model::generate(const std::string& prompt, const GenerateOptions& options
 
 Context Model::prefill(const std::string& context, const std::vector<CompressOptions>& prepare_for, bool chat) {
   return detail::guarded([&] {
+    auto lock = detail::engine_lock(*impl_);
     auto c = std::make_unique<Context::Impl>();
     c->model = impl_;
     c->options.chat = chat;
@@ -124,6 +126,7 @@ Context Model::prefill(const std::string& context, const std::vector<CompressOpt
 }
 
 Context Model::compress(const std::string& context, const CompressOptions& options) {
+  auto lock = detail::engine_lock(*impl_);
   if (options.keep_scores) {
     // Scores are read from the uncompressed prefill, so go through one.
     Context base = prefill(context, {options}, options.chat);
@@ -147,6 +150,7 @@ Context Model::compress(const std::string& context, const CompressOptions& optio
 Context Model::load(const std::string& kvc_path) {
   return detail::guarded([&] {
     // As `kvshrink ask` loads a file: header checks, the model's fingerprint, then the body.
+    auto lock = detail::engine_lock(*impl_);
     const nlohmann::json meta = kvs::read_cache_header(kvc_path);
     kvs::cli::check_cache_model(meta, *impl_->model, kvc_path);
     kvs::LoadedCache lc = kvs::load_cache(kvc_path, impl_->engine->page_pool(), impl_->engine->kv_layout());

@@ -197,3 +197,34 @@ def test_generate(model):
     assert model.info["n_layer"] == 4
     ids = model.tokenize("hello world")
     assert model.detokenize(ids[1:]) == "hello world"
+
+
+def test_threads_share_one_model(model, context_text):
+    """The GIL is released while the engine runs, and calls from several threads on one model run
+    one at a time (the model's lock): every thread gets the answer a single thread gets."""
+    import threading
+
+    want = model.compress(context_text, "keydiff", keep=0.5, question_template=TEMPLATE).ask(QUESTION, max_new_tokens=8)
+    got, errors = [None] * 3, []
+
+    def work(i):
+        try:
+            ctx = model.compress(context_text, "keydiff", keep=0.5, question_template=TEMPLATE)
+            got[i] = ctx.ask(QUESTION, max_new_tokens=8)
+            del ctx  # frees its pages while other threads run the engine
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(3)]
+    # The main thread keeps running Python while the workers are inside the engine: it could not
+    # if the GIL were held for a whole call (each takes tens of milliseconds or more).
+    spins = 0
+    for t in threads:
+        t.start()
+    while any(t.is_alive() for t in threads):
+        spins += 1
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert got == [want] * 3
+    assert spins > 1000
