@@ -3,6 +3,7 @@
 // One accumulator per pair (a second set for small passes, to hide the FMA latency, changed the
 // summation order enough to flip many more F16 roundings in the llama.cpp-numerics reference test,
 // tests/runtime/stories_reference_test.cpp; decode is memory-bound anyway).
+// F16 rows against one token (decode) take their own path, row_f16_decode (see there).
 //
 // Dimension legend: n = row length, RM/RN = rows/tokens of a pass, k = element index.
 #include <immintrin.h>
@@ -33,6 +34,7 @@ struct LoadF32 {
   }
 };
 struct LoadF16 {
+  static constexpr bool kDecodeRows = true;  // tile() runs one token with row_decode
   static __m512 load(const uint8_t* w, int64_t k) { return _mm512_cvtph_ps(loadu256(reinterpret_cast<const uint16_t*>(w) + k)); }
   static __m512 load(const uint8_t* w, int64_t k, __mmask16 m) {
     return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(w) + k));
@@ -45,6 +47,16 @@ struct LoadBF16 {
     return widen(_mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(w) + k));
   }
 };
+
+// Does loader L take the one-token path of tile() (row_decode)? F32/BF16 keep the 4-row passes:
+// only F16 was measured (issue 14).
+template <class L>
+constexpr bool decode_rows() {
+  if constexpr (requires { L::kDecodeRows; })
+    return L::kDecodeRows;
+  else
+    return false;
+}
 
 template <class L, int RM, int RN>
 struct Tile {
@@ -97,10 +109,48 @@ void rows_pass(const uint8_t* w, size_t ws, const uint8_t* a, size_t as, int nt,
   }
 }
 
+// One row against one token (decode), 2-byte weights: four accumulators (64 weights, two 64-byte
+// lines per step) and a software prefetch kDecodePrefetchBytes ahead inside the loop, so the rows
+// of a tile form one sequential stream that stays ahead of the loads. Measured on Llama-3.2-1B F16
+// decode, one thread, CPU time per token (BENCHMARKS.md, issue 14): 4-row passes with a burst
+// prefetch 90-96 ms; one row with one accumulator 94-95 (the FMA chain: one 32-byte load per 4
+// cycles of FMA latency), two 85-87, four 80-84, eight 83-86; four with the in-loop prefetch 1 / 2
+// / 4 / 8 / 16 KiB ahead 89 / 82-84 / 77-79 / 78-80 / 80-83; two rows per pass (fewer activation
+// loads) 82-85 with a 4 KiB burst, 79-80 with 8 KiB; four rows per pass with 8 / 16 KiB bursts
+// 87-91 / 92-104.
+constexpr size_t kDecodePrefetchBytes = 4096;
+
+template <class L>
+float row_decode(const uint8_t* w, const float* x, int64_t n) {
+  constexpr int kAcc = 4;
+  __m512 acc[kAcc];
+  for (int i = 0; i < kAcc; ++i) acc[i] = _mm512_setzero_ps();
+  int64_t k = 0;
+  for (; k + 16 * kAcc <= n; k += 16 * kAcc) {
+    const uint8_t* p = w + 2 * k + kDecodePrefetchBytes;  // may run past the row: prefetches never fault
+    _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(p + 64), _MM_HINT_T0);
+    for (int i = 0; i < kAcc; ++i)
+      acc[i] = _mm512_fmadd_ps(L::load(w, k + 16 * i), _mm512_loadu_ps(x + k + 16 * i), acc[i]);
+  }
+  for (; k + 16 <= n; k += 16) acc[0] = _mm512_fmadd_ps(L::load(w, k), _mm512_loadu_ps(x + k), acc[0]);
+  if (k < n) {  // masked tail
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - k)) - 1);
+    acc[0] = _mm512_fmadd_ps(L::load(w, k, m), _mm512_maskz_loadu_ps(m, x + k), acc[0]);
+  }
+  return reduce_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
+}
+
 template <class L>
 void tile(const uint8_t* w, size_t ws, int nr, const uint8_t* a, size_t as, int nt, int64_t n, float* out,
           int64_t ldo) {
   int r = 0;
+  if constexpr (decode_rows<L>()) {
+    if (nt == 1) {
+      for (; r < nr; ++r) out[r] = row_decode<L>(w + r * ws, reinterpret_cast<const float*>(a), n);
+      return;
+    }
+  }
   for (; r + 4 <= nr; r += 4) rows_pass<L, 4>(w + r * ws, ws, a, as, nt, n, out + r, ldo);
   switch (nr - r) {
     case 3: rows_pass<L, 3>(w + r * ws, ws, a, as, nt, n, out + r, ldo); break;
