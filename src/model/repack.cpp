@@ -25,7 +25,8 @@ void release_mapped(const Model& m, const void* p, size_t n) {
 }
 
 void repack(Model& m, const TensorView& t) {
-  if (t.type != DType::Q4_0 || !t.valid()) return;
+  // (A row length off the block size is left to matmul's error message.)
+  if (t.type != DType::Q4_0 || !t.valid() || t.cols() % kernels::QK4_0 != 0) return;
   for (const Model::Packed& p : m.packed)
     if (p.key == t.data) return;  // tied output = token embedding, packed once
   auto packed = kernels::pack_q4_0(t.data, t.rows(), t.cols());
