@@ -7,7 +7,9 @@
 #include <cstring>
 #include <mutex>
 #include <shared_mutex>
+#include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "core/error.h"
 #include "core/fp16.h"
@@ -20,6 +22,28 @@ bool q4_0_packing_active() {
   return active_kernels().tile_q4_0p != nullptr && !(e && *e && std::strcmp(e, "0") != 0);
 }
 
+namespace {
+
+// Groups [g0, g1) of p from the Q4_0 rows at src ([rows][nb]).
+void pack_groups(PackedQ4_0& p, const block_q4_0* src, int64_t g0, int64_t g1) {
+  for (int64_t g = g0; g < g1; ++g) {
+    uint8_t* dst = p.data.data() + static_cast<size_t>(g) * p.group_stride;  // [npairs][576]
+    std::memset(dst, 0, p.group_stride);  // padding rows/blocks: zero nibbles, zero scales
+    const int nr = static_cast<int>(std::min<int64_t>(kQ4PackRows, p.rows - g * kQ4PackRows));
+    for (int r = 0; r < nr; ++r) {
+      const block_q4_0* row = src + (g * kQ4PackRows + r) * p.nb;
+      for (int64_t b = 0; b < p.nb; ++b) {
+        uint8_t* pair = dst + static_cast<size_t>(b / 2) * kQ4PackPairBytes;
+        uint8_t* q = pair + static_cast<size_t>(b % 2) * kQ4PackBlockBytes;  // [4][16 rows][4]
+        for (int k = 0; k < 4; ++k) std::memcpy(q + 64 * k + 4 * r, row[b].qs + 4 * k, 4);
+        std::memcpy(pair + 2 * kQ4PackBlockBytes + 32 * (b % 2) + 2 * r, &row[b].d, 2);
+      }
+    }
+  }
+}
+
+}  // namespace
+
 std::shared_ptr<PackedQ4_0> pack_q4_0(const void* q4_0, int64_t rows, int64_t cols) {
   KVS_ASSERT(rows > 0 && cols > 0 && cols % QK4_0 == 0);
   auto p = std::make_shared<PackedQ4_0>();
@@ -30,21 +54,20 @@ std::shared_ptr<PackedQ4_0> pack_q4_0(const void* q4_0, int64_t rows, int64_t co
   const int64_t npairs = (p->nb + 1) / 2;
   p->group_stride = static_cast<size_t>(npairs) * kQ4PackPairBytes;
   p->data.resize(p->bytes());
-  std::memset(p->data.data(), 0, p->bytes());  // padding rows/blocks: zero nibbles, zero scales
-  const auto* src = static_cast<const block_q4_0*>(q4_0);  // [rows][nb]
-  for (int64_t g = 0; g < p->ngroups; ++g) {
-    uint8_t* dst = p->data.data() + static_cast<size_t>(g) * p->group_stride;  // [npairs][576]
-    const int nr = static_cast<int>(std::min<int64_t>(kQ4PackRows, rows - g * kQ4PackRows));
-    for (int r = 0; r < nr; ++r) {
-      const block_q4_0* row = src + (g * kQ4PackRows + r) * p->nb;
-      for (int64_t b = 0; b < p->nb; ++b) {
-        uint8_t* pair = dst + static_cast<size_t>(b / 2) * kQ4PackPairBytes;
-        uint8_t* q = pair + static_cast<size_t>(b % 2) * kQ4PackBlockBytes;  // [4][16 rows][4]
-        for (int k = 0; k < 4; ++k) std::memcpy(q + 64 * k + 4 * r, row[b].qs + 4 * k, 4);
-        std::memcpy(pair + 2 * kQ4PackBlockBytes + 32 * (b % 2) + 2 * r, &row[b].d, 2);
-      }
-    }
+  const auto* src = static_cast<const block_q4_0*>(q4_0);
+  // Large tensors on a few threads (load time: reading the file pages and faulting in the copy).
+  const int64_t nth = p->bytes() < (size_t{8} << 20)
+                          ? 1
+                          : std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, 4);
+  if (nth == 1) {
+    pack_groups(*p, src, 0, p->ngroups);
+    return p;
   }
+  std::vector<std::thread> workers;
+  for (int64_t i = 1; i < nth; ++i)
+    workers.emplace_back([&, i] { pack_groups(*p, src, p->ngroups * i / nth, p->ngroups * (i + 1) / nth); });
+  pack_groups(*p, src, 0, p->ngroups / nth);
+  for (auto& w : workers) w.join();
   return p;
 }
 

@@ -74,6 +74,25 @@ TEST(Q4_0Packed, PackUnpackRoundTrip) {
     }
 }
 
+// Tensors of 8 MiB and more are packed on several threads: the same bytes.
+TEST(Q4_0Packed, LargeTensorRoundTrip) {
+  const int64_t rows = 2001, cols = 8192;
+  const auto w = random_q4_0(rows, cols, 3);
+  const auto p = pack_q4_0(w.data(), rows, cols);
+  ASSERT_GE(p->bytes(), size_t{8} << 20);
+  const size_t rb = dtype_row_bytes(DType::Q4_0, cols);
+  std::vector<block_q4_0> back(cols / 32);
+  for (int64_t r = 0; r < rows; ++r) {
+    unpack_q4_0_row(*p, r, back.data());
+    ASSERT_EQ(std::memcmp(back.data(), w.data() + r * rb, rb), 0) << "row " << r;
+  }
+  // The padding rows of the last group are zero.
+  const uint8_t* last = p->group(p->ngroups - 1);
+  for (int k = 0; k < 4; ++k)
+    for (int r = 1; r < 16; ++r)
+      for (int j = 0; j < 4; ++j) ASSERT_EQ(last[64 * k + 4 * r + j], 0) << "padding row " << r;
+}
+
 TEST(Q4_0Packed, ScalarTileMatchesQ4_0Reference) {
   for (int64_t rows : kRows)
     for (int64_t cols : kCols) {
