@@ -156,8 +156,10 @@ int forward_segments(const Runtime& rt, Activations& a, std::span<Segment> segs,
   rope_table(model, a.pos.data(), n, a.rope.data());
 
   std::vector<int32_t> keep;
+  int n_out = 0;  // > 0: the last layer ran on the logits rows only, moved to rows 0..n_out-1
   for (int il = 0; il < hp.n_layer; ++il) {
     const LayerWeights& L = model.layers[static_cast<size_t>(il)];
+    int rows = n;  // rows the output projection and feed-forward block run on
     // Optional pruning of rows before the layer (UNComp's prefill hidden-state pruning).
     if (row_selector && il > 0) {
       RowView rv{il, n, E, a.pos.data(), a.row.data(), a.x.data(), segs[0].cache};
@@ -201,23 +203,37 @@ int forward_segments(const Runtime& rt, Activations& a, std::span<Segment> segs,
     // Without logits nothing reads the last layer's output (a prefill chunk before the last, a
     // press's probe forward): its output projection and feed-forward block are skipped.
     if (mode == LogitsRows::None && il == hp.n_layer - 1) break;
-    kernels::matmul(L.wo, a.att.data(), n, a.xn.data(), rt.pool, rt.mm);
-    for_rows(rt.pool, n, [&](int t) {
+    // With the last row's logits only, the last layer's output projection and feed-forward block
+    // run on those rows alone (one per sequence), moved to the front: a.att [n_out][H * D] and
+    // a.x [n_out][E]. Segments are in row order, so row i <= the row copied into it.
+    if (mode == LogitsRows::Last && il == hp.n_layer - 1) {
+      int i = 0;
+      for (const Segment& sg : segs) {
+        const size_t t = static_cast<size_t>(sg.first + sg.n - 1), d = static_cast<size_t>(i++);
+        if (t == d) continue;
+        std::memmove(a.att.data() + d * H * D, a.att.data() + t * H * D, sizeof(float) * H * D);
+        std::memmove(a.x.data() + d * E, a.x.data() + t * E, sizeof(float) * E);
+      }
+      n_out = i;
+      rows = i;
+    }
+    kernels::matmul(L.wo, a.att.data(), rows, a.xn.data(), rt.pool, rt.mm);
+    for_rows(rt.pool, rows, [&](int t) {
       kernels::add_f32(a.x.data() + static_cast<size_t>(t) * E, a.xn.data() + static_cast<size_t>(t) * E, E);
     });
 
     // Feed-forward block (SwiGLU): x += W_down . (silu(W_gate . norm(x)) * (W_up . norm(x))).
-    for_rows(rt.pool, n, [&](int t) {
+    for_rows(rt.pool, rows, [&](int t) {
       kernels::rmsnorm(a.x.data() + static_cast<size_t>(t) * E, L.ffn_norm.f32(), a.xn.data() + static_cast<size_t>(t) * E, E,
                        hp.rms_eps);
     });
-    kernels::matmul(L.ffn_gate, a.xn.data(), n, a.ffn_gate.data(), rt.pool, rt.mm);
-    kernels::matmul(L.ffn_up, a.xn.data(), n, a.ffn_up.data(), rt.pool, rt.mm);
-    for_rows(rt.pool, n, [&](int t) {
+    kernels::matmul(L.ffn_gate, a.xn.data(), rows, a.ffn_gate.data(), rt.pool, rt.mm);
+    kernels::matmul(L.ffn_up, a.xn.data(), rows, a.ffn_up.data(), rt.pool, rt.mm);
+    for_rows(rt.pool, rows, [&](int t) {
       kernels::silu_mul(a.ffn_gate.data() + static_cast<size_t>(t) * F, a.ffn_up.data() + static_cast<size_t>(t) * F, F);
     });
-    kernels::matmul(L.ffn_down, a.ffn_gate.data(), n, a.xn.data(), rt.pool, rt.mm);
-    for_rows(rt.pool, n, [&](int t) {
+    kernels::matmul(L.ffn_down, a.ffn_gate.data(), rows, a.xn.data(), rt.pool, rt.mm);
+    for_rows(rt.pool, rows, [&](int t) {
       kernels::add_f32(a.x.data() + static_cast<size_t>(t) * E, a.xn.data() + static_cast<size_t>(t) * E, E);
     });
   }
@@ -227,6 +243,8 @@ int forward_segments(const Runtime& rt, Activations& a, std::span<Segment> segs,
   std::vector<int> out_rows;
   if (mode == LogitsRows::All)
     for (int t = 0; t < n; ++t) out_rows.push_back(t);
+  else if (n_out > 0)
+    for (int t = 0; t < n_out; ++t) out_rows.push_back(t);  // moved to the front in the last layer
   else
     for (const Segment& sg : segs) out_rows.push_back(sg.first + sg.n - 1);
   for (size_t i = 0; i < out_rows.size(); ++i)
