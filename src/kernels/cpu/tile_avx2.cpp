@@ -265,6 +265,31 @@ float dot1(const void* w, const void* act, int64_t n) {
   return r;
 }
 
+// One F16 row against one token (decode): eight accumulators (64 weights, two 64-byte lines per
+// step) and a software prefetch kPrefetchBytes ahead inside the loop. The two-accumulator FloatRow
+// is bound by its FMA chains here (8 weights per FMA). Llama-3.2-1B F16 decode with this table
+// (KVS_NO_AVX512=1 on the AVX-512 VM), one thread, CPU time per token: FloatRow 94-95 ms, four
+// accumulators 86-87, eight 79-86 (BENCHMARKS.md, issue 14).
+float f16_row_decode(const uint8_t* w, const float* x, int64_t n) {
+  constexpr int kAcc = 8;
+  const auto* h = reinterpret_cast<const uint16_t*>(w);
+  __m256 acc[kAcc];
+  for (int j = 0; j < kAcc; ++j) acc[j] = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 * kAcc <= n; i += 8 * kAcc) {
+    const uint8_t* p = w + 2 * i + kPrefetchBytes;  // may run past the row: prefetches never fault
+    _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(p + 64), _MM_HINT_T0);
+    for (int j = 0; j < kAcc; ++j)
+      acc[j] = _mm256_fmadd_ps(f16x8_to_ps(h + i + 8 * j), _mm256_loadu_ps(x + i + 8 * j), acc[j]);
+  }
+  for (; i + 8 <= n; i += 8) acc[0] = _mm256_fmadd_ps(f16x8_to_ps(h + i), _mm256_loadu_ps(x + i), acc[0]);
+  for (int j = 1; j < kAcc; ++j) acc[0] = _mm256_add_ps(acc[0], acc[j]);
+  float s = hsum_ps(acc[0]);
+  for (; i < n; ++i) s += _cvtsh_ss(h[i]) * x[i];
+  return s;
+}
+
 }  // namespace
 
 float dot_q8_0(const void* w, const void* act, int64_t n) { return dot1<Q8_0K>(w, act, n); }
@@ -278,6 +303,10 @@ void tile_f32(const uint8_t* w, size_t ws, int nr, const uint8_t* a, size_t as, 
 }
 void tile_f16(const uint8_t* w, size_t ws, int nr, const uint8_t* a, size_t as, int nt, int64_t n,
               float* out, int64_t ldo) {
+  if (nt == 1) {  // decode
+    for (int r = 0; r < nr; ++r) out[r] = f16_row_decode(w + r * ws, reinterpret_cast<const float*>(a), n);
+    return;
+  }
   tile_by_tokens<F16K>(w, ws, nr, a, as, nt, n, out, ldo);
 }
 void tile_bf16(const uint8_t* w, size_t ws, int nr, const uint8_t* a, size_t as, int nt, int64_t n,
