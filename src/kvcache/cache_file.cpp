@@ -178,29 +178,25 @@ nlohmann::json read_cache_header(const std::string& path) {
   return parse_cache_header(f.data(), f.size(), path);
 }
 
-LoadedCache load_cache(const uint8_t* data, size_t size, const std::string& path, PagePool& pool, const KvLayout& layout) {
+nlohmann::json walk_cache_file(const uint8_t* data, size_t size, const std::string& path,
+                               const std::function<void(const CacheHeaderLayout&)>& on_header,
+                               const std::function<void(const CacheFileHead&)>& on_head) {
   if (size < 8 + 16) fail("{}: too short for a compressed-context file ({} bytes)", path, size);
   Reader r(data, size - 8, path);
-  LoadedCache out;
-  out.meta = parse_header(r, path);
+  nlohmann::json meta = parse_header(r, path);
   uint64_t stored;
   std::memcpy(&stored, data + size - 8, 8);
   if (cache_file_checksum(data, size - 8) != stored) fail("{}: checksum mismatch: the file is corrupted or truncated", path);
-  const CacheHeaderLayout h = check_cache_header(out.meta, path);
-  const int nl = h.n_layer, nh = h.n_head_kv, hd = h.head_dim;
-  if (nl != layout.n_layer || nh != layout.n_head_kv || hd != layout.head_dim)
-    fail("{}: cache shape {} layers x {} KV heads x {} dims does not match the model's {} x {} x {}", path, nl, nh, hd,
-         layout.n_layer, layout.n_head_kv, layout.head_dim);
+  const CacheHeaderLayout h = check_cache_header(meta, path);
+  const int nl = h.n_layer, nh = h.n_head_kv;
+  on_header(h);
   // Every head takes at least its length and mass flag (5 bytes): refuse a body too short for the
-  // header's shape before allocating anything for it.
+  // header's shape before anything is allocated for it.
   const size_t body = size - 8 - r.pos();
   if (static_cast<uint64_t>(nl) * nh * 5 > body)
     fail("{}: truncated compressed-context file: {} heads need at least {} bytes, the body has {}", path,
          int64_t{nl} * nh, uint64_t{5} * nl * nh, body);
-  const DType file_dt = h.dtype;
-  const size_t frb = static_cast<size_t>(hd) * (file_dt == DType::F16 ? 2 : 4);
-  out.cache = std::make_unique<KvCache>(pool, layout);
-  std::vector<float> kf, vf;
+  const size_t frb = static_cast<size_t>(h.head_dim) * (h.dtype == DType::F16 ? 2 : 4);
   std::vector<int32_t> pos;
   std::vector<float> mass;
   uint64_t total = 0;
@@ -231,33 +227,61 @@ LoadedCache load_cache(const uint8_t* data, size_t size, const std::string& path
           if (!(std::isfinite(mass[i]) && mass[i] > 0))
             fail("{}: head ({}, {}) slot {} has merge mass {} (expected a finite number > 0)", path, layer, kvh, i, mass[i]);
       }
-      const uint8_t* kb = r.take(len * frb, "K rows");  // [len][head_dim]
-      const uint8_t* vb = r.take(len * frb, "V rows");  // [len][head_dim]
-      if (!all_finite(kb, size_t{len} * hd, file_dt) || !all_finite(vb, size_t{len} * hd, file_dt))
-        fail("{}: head ({}, {}) holds a K or V value that is not finite", path, layer, kvh);
-      kf.resize(static_cast<size_t>(len) * hd);  // [len][head_dim]
-      vf.resize(kf.size());
-      for (uint32_t s = 0; s < len; ++s) {
-        for (int d = 0; d < hd; ++d) {
-          if (file_dt == DType::F16) {
-            uint16_t a, b;
-            std::memcpy(&a, kb + s * frb + 2 * d, 2);
-            std::memcpy(&b, vb + s * frb + 2 * d, 2);
-            kf[s * hd + d] = fp16_to_fp32(a);
-            vf[s * hd + d] = fp16_to_fp32(b);
-          } else {
-            std::memcpy(&kf[s * hd + d], kb + s * frb + 4 * d, 4);
-            std::memcpy(&vf[s * hd + d], vb + s * frb + 4 * d, 4);
-          }
-        }
-      }
-      if (!out.cache->load_head(layer, kvh, kf.data(), vf.data(), pos.data(), static_cast<int32_t>(len),
-                                mass.empty() ? nullptr : mass.data()))
-        fail("{}: the KV memory cap is too small to load this cache", path);
+      CacheFileHead head;
+      head.layer = layer;
+      head.kvh = kvh;
+      head.pos = pos;
+      head.mass = mass;
+      head.k = r.take(len * frb, "K rows");  // [len][head_dim]
+      head.v = r.take(len * frb, "V rows");  // [len][head_dim]
+      on_head(head);
     }
   }
   if (r.pos() != size - 8) fail("{}: {} unexpected trailing bytes", path, size - 8 - r.pos());
   if (total != h.slots) fail("{}: the heads hold {} slots, the header says {}", path, total, h.slots);
+  return meta;
+}
+
+LoadedCache load_cache(const uint8_t* data, size_t size, const std::string& path, PagePool& pool, const KvLayout& layout) {
+  LoadedCache out;
+  CacheHeaderLayout h;
+  size_t frb = 0;
+  std::vector<float> kf, vf;  // [len][head_dim]
+  out.meta = walk_cache_file(
+      data, size, path,
+      [&](const CacheHeaderLayout& hl) {
+        h = hl;
+        if (h.n_layer != layout.n_layer || h.n_head_kv != layout.n_head_kv || h.head_dim != layout.head_dim)
+          fail("{}: cache shape {} layers x {} KV heads x {} dims does not match the model's {} x {} x {}", path, h.n_layer,
+               h.n_head_kv, h.head_dim, layout.n_layer, layout.n_head_kv, layout.head_dim);
+        frb = static_cast<size_t>(h.head_dim) * (h.dtype == DType::F16 ? 2 : 4);
+        out.cache = std::make_unique<KvCache>(pool, layout);
+      },
+      [&](const CacheFileHead& head) {
+        const int hd = h.head_dim;
+        const size_t len = head.pos.size();
+        if (!all_finite(head.k, len * hd, h.dtype) || !all_finite(head.v, len * hd, h.dtype))
+          fail("{}: head ({}, {}) holds a K or V value that is not finite", path, head.layer, head.kvh);
+        kf.resize(len * hd);
+        vf.resize(kf.size());
+        for (size_t s = 0; s < len; ++s) {
+          for (int d = 0; d < hd; ++d) {
+            if (h.dtype == DType::F16) {
+              uint16_t a, b;
+              std::memcpy(&a, head.k + s * frb + 2 * d, 2);
+              std::memcpy(&b, head.v + s * frb + 2 * d, 2);
+              kf[s * hd + d] = fp16_to_fp32(a);
+              vf[s * hd + d] = fp16_to_fp32(b);
+            } else {
+              std::memcpy(&kf[s * hd + d], head.k + s * frb + 4 * d, 4);
+              std::memcpy(&vf[s * hd + d], head.v + s * frb + 4 * d, 4);
+            }
+          }
+        }
+        if (!out.cache->load_head(head.layer, head.kvh, kf.data(), vf.data(), head.pos.data(), static_cast<int32_t>(len),
+                                  head.mass.empty() ? nullptr : head.mass.data()))
+          fail("{}: the KV memory cap is too small to load this cache", path);
+      });
   out.cache->set_n_past(h.n_past);
   return out;
 }

@@ -17,6 +17,8 @@
 // mass flag 0/1, masses finite and > 0, K/V values finite, and the slot total equal to `slots`.
 // Every refusal is a kvs::Error naming the file and the field or head.
 #pragma once
+#include <functional>
+#include <span>
 #include <nlohmann/json.hpp>
 
 #include <memory>
@@ -64,6 +66,23 @@ LoadedCache load_cache(const std::string& path, PagePool& pool, const KvLayout& 
 // The same from bytes in memory (fuzzing; a server reading uploads); `name` is used in messages.
 nlohmann::json parse_cache_header(const uint8_t* data, size_t n, const std::string& name);
 LoadedCache load_cache(const uint8_t* data, size_t n, const std::string& name, PagePool& pool, const KvLayout& layout);
+// One head of a .kvc body as walk_cache_file hands it over: positions [len] (checked: in
+// 0..n_past-1, increasing), merge mass [len] or empty (checked: finite, > 0), and the K and V rows
+// [len][head_dim] in the file's dtype, pointing into the file (values not checked).
+struct CacheFileHead {
+  int layer = 0, kvh = 0;
+  std::span<const int32_t> pos;
+  std::span<const float> mass;
+  const uint8_t* k = nullptr;
+  const uint8_t* v = nullptr;
+};
+// The one reader of the .kvc framing, for load_cache and for readers that need less (inspect's
+// positions): length, header (parsed and checked), checksum, then on_header(layout) once and
+// on_head for every (layer, KV head) in order, with every byte accounted for and the slot total
+// matching the header. Returns the header. Errors name the file (`name`) and the head.
+nlohmann::json walk_cache_file(const uint8_t* data, size_t n, const std::string& name,
+                               const std::function<void(const CacheHeaderLayout&)>& on_header,
+                               const std::function<void(const CacheFileHead&)>& on_head);
 // The trailing checksum of a file whose other bytes are data[0..n).
 uint64_t cache_file_checksum(const void* data, size_t n);
 

@@ -1,8 +1,9 @@
 // The kept positions of a .kvc file without loading its K/V rows: what `kvshrink inspect` needs,
 // in memory proportional to the positions (a cache of many GB is walked through a read-only map).
-// The file is checked as load_cache checks it (header fields, checksum, per head: length <=
-// n_past, positions in 0..n_past-1 and increasing, mass flag 0/1, every byte accounted for, the
-// slot total); K/V values are skipped, not read. Errors are kvs::Error naming the file and head.
+// The file is walked and checked by load_cache's own reader (kvcache/cache_file.h,
+// walk_cache_file: header fields, checksum, per head: length <= n_past, positions in 0..n_past-1
+// and increasing, mass flag and values, every byte accounted for, the slot total); K/V values are
+// skipped, not read. Errors are kvs::Error naming the file and head.
 #pragma once
 #include <nlohmann/json.hpp>
 
