@@ -11,6 +11,7 @@
 
 #include "core/fp16.h"
 #include "fake_probe.h"
+#include "kvzip_brute_force.h"
 #include "kernels/cpu_features.h"
 #include "press/math/kvzip_fold.h"
 #include "press/methods/kvzip.h"
@@ -109,56 +110,6 @@ struct GroupCase {
   }
 };
 
-// max over the chunk's repeat queries and the group's query heads of softmax over sinks + chunk +
-// the repeat keys up to the query, in double.
-std::vector<std::vector<double>> brute_force(GroupCase& c, int layer, int chunk, int sinks) {
-  constexpr int D = GroupCase::D, H = GroupCase::H, Hkv = GroupCase::Hkv, n = GroupCase::n, G = H / Hkv;
-  std::vector<std::vector<double>> best(Hkv, std::vector<double>(n, 0.0));
-  KvzipOptions o;
-  o.chunk = chunk;
-  for (int p0 = sinks; p0 < n; p0 += chunk) {
-    const int p1 = std::min(n, p0 + chunk);
-    const auto ids = kvzip_repeat_input(c.probe, c.probe.ctx, p0, p1, p0 == sinks, o);
-    const int T = static_cast<int>(ids.size());
-    for (int kvh = 0; kvh < Hkv; ++kvh) {
-      std::vector<std::vector<float>> keys;
-      std::vector<int> slot;
-      for (int s = 0; s < n; ++s)
-        if (s < sinks || (s >= p0 && s < p1)) {
-          std::vector<float> k(D);
-          c.s.cache->read_k(layer, kvh, s, k.data());
-          keys.push_back(k);
-          slot.push_back(s);
-        }
-      const size_t n_cache = keys.size();
-      for (int t = 0; t < T; ++t) {
-        std::vector<float> k(static_cast<size_t>(Hkv) * D);
-        c.probe.key_of(layer, ids[static_cast<size_t>(t)], k.data());
-        keys.emplace_back(k.begin() + kvh * D, k.begin() + (kvh + 1) * D);
-      }
-      for (int g = 0; g < G; ++g)
-        for (int t = 0; t < T; ++t) {
-          std::vector<float> q(static_cast<size_t>(H) * D);
-          c.probe.query_of(layer, ids[static_cast<size_t>(t)], q.data());
-          const float* qh = q.data() + (kvh * G + g) * D;
-          const size_t visible = n_cache + static_cast<size_t>(t) + 1;
-          std::vector<double> logit(visible);
-          double mx = -1e300, z = 0;
-          for (size_t j = 0; j < visible; ++j) {
-            double dot = 0;
-            for (int d = 0; d < D; ++d) dot += static_cast<double>(qh[d]) * keys[j][static_cast<size_t>(d)];
-            logit[j] = dot / std::sqrt(static_cast<double>(D));
-            mx = std::max(mx, logit[j]);
-          }
-          for (double x : logit) z += std::exp(x - mx);
-          for (size_t j = 0; j < n_cache; ++j)
-            if (slot[j] >= p0) best[kvh][static_cast<size_t>(slot[j])] = std::max(best[kvh][static_cast<size_t>(slot[j])], std::exp(logit[j] - mx) / z);
-        }
-    }
-  }
-  return best;
-}
-
 TEST(KvzipFold, PairScoresEqualTheBruteForceWithGroupsSinksAndF16OrF32Kv) {
   for (DType dt : {DType::F32, DType::F16})
     for (int chunk : {2048, 61}) {  // one chunk (the forward's log-sum-exp), three chunks (own softmax)
@@ -172,7 +123,7 @@ TEST(KvzipFold, PairScoresEqualTheBruteForceWithGroupsSinksAndF16OrF32Kv) {
       const Scores sc = kvzip_pair_scores(env, o);
       EXPECT_EQ(c.probe.forwards, chunk == 2048 ? 1 : 3);
       for (int layer = 0; layer < GroupCase::n_layer; ++layer) {
-        const auto want = brute_force(c, layer, chunk, 3);
+        const auto want = test::kvzip_brute_force(c, layer, chunk, 3);
         for (int h = 0; h < GroupCase::Hkv; ++h) {
           const auto& got = sc.at(c.s.layout, layer, h);
           for (int s = 0; s < GroupCase::n; ++s) {
