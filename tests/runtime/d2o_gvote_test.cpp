@@ -5,9 +5,6 @@
 // and load through .kvc files with their state.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
@@ -19,6 +16,7 @@
 #include "press/registry.h"
 #include "runtime/engine_probe.h"
 #include "runtime/session.h"
+#include "cli_shell.h"
 #include "test_util.h"
 
 namespace kvs {
@@ -196,52 +194,36 @@ TEST(D2oModel, AskEvictsWhileDecoding) {
   }
 }
 
-
 // The command line with both presses: listed by `presses`; `compress` + `ask` with GVote (the keep
 // it chose in the .kvc header); `run` and a long `generate` with D2O; `eval` runs GVote once per
 // sample (keep_chosen in its lines) and D2O at fixed keeps, perplexity included.
-std::string kvshrink() { return (std::filesystem::path(KVS_BINARY_DIR) / "tools" / "kvshrink").string(); }
-
-// Runs `kvshrink args` through the shell, stdout and stderr into one string; returns the exit code.
-int cli(const std::string& args, std::string& out) {
-  const std::string cmd = kvshrink() + " " + args + " 2>&1";
-  FILE* f = ::popen(cmd.c_str(), "r");
-  if (!f) return -1;
-  out.clear();
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
-  const int st = ::pclose(f);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 TEST(D2oGvoteCli, PressesRunCompressAskGenerateEval) {
-  if (!std::filesystem::exists(kvshrink())) FAIL() << kvshrink() << " is missing: build the kvshrink target first";
+  if (!std::filesystem::exists(test::kvshrink_bin())) FAIL() << test::kvshrink_bin() << " is missing: build the kvshrink target first";
   test::TempDir dir("d2o_gvote_cli");
   const std::string model = testbed_model(), ctx = std::string(KVS_SOURCE_DIR) + "/eval/examples/needle_context.txt";
   std::string out;
-  ASSERT_EQ(cli("presses", out), 0) << out;
+  ASSERT_EQ(test::kvshrink_shell("presses", out), 0) << out;
   EXPECT_NE(out.find("\nd2o "), std::string::npos);
   EXPECT_NE(out.find("\ngvote "), std::string::npos);
   // GVote: no keep ratio; the header records the keep it chose.
-  ASSERT_EQ(cli("compress -m " + model + " --press gvote --context " + ctx + " -t 1 -o " + (dir / "g.kvc"), out), 0) << out;
+  ASSERT_EQ(test::kvshrink_shell("compress -m " + model + " --press gvote --context " + ctx + " -t 1 -o " + (dir / "g.kvc"), out), 0) << out;
   EXPECT_NE(out.find("chosen"), std::string::npos) << out;
   const nlohmann::json info = read_cache_header(dir / "g.kvc");
   ASSERT_TRUE(info.contains("keep_chosen")) << info.dump();
   ASSERT_TRUE(info.at("keep_chosen").is_number()) << info.dump();
   EXPECT_GT(info.at("keep_chosen").get<double>(), 0.0);
   EXPECT_LT(info.at("keep_chosen").get<double>(), 1.0);
-  ASSERT_EQ(cli("ask -m " + model + " " + (dir / "g.kvc") + " -n 4 -t 1 \"What is it?\"", out), 0) << out;
-  EXPECT_NE(cli("compress -m " + model + " --press gvote --keep 0.5 --context " + ctx + " -o " + (dir / "x.kvc"), out), 0);
+  ASSERT_EQ(test::kvshrink_shell("ask -m " + model + " " + (dir / "g.kvc") + " -n 4 -t 1 \"What is it?\"", out), 0) << out;
+  EXPECT_NE(test::kvshrink_shell("compress -m " + model + " --press gvote --keep 0.5 --context " + ctx + " -o " + (dir / "x.kvc"), out), 0);
   // D2O: run, save with its thresholds, load and ask.
-  ASSERT_EQ(cli("run -m " + model + " --press d2o --keep 0.25 --context " + ctx + " --question \"Who?\" -n 8 -t 1", out), 0) << out;
-  ASSERT_EQ(cli("compress -m " + model + " --press d2o --keep 0.25 --context " + ctx + " -t 1 -o " + (dir / "d.kvc"), out), 0) << out;
+  ASSERT_EQ(test::kvshrink_shell("run -m " + model + " --press d2o --keep 0.25 --context " + ctx + " --question \"Who?\" -n 8 -t 1", out), 0) << out;
+  ASSERT_EQ(test::kvshrink_shell("compress -m " + model + " --press d2o --keep 0.25 --context " + ctx + " -t 1 -o " + (dir / "d.kvc"), out), 0) << out;
   const nlohmann::json dinfo = read_cache_header(dir / "d.kvc");
   ASSERT_TRUE(dinfo.contains("press_state"));
   EXPECT_TRUE(dinfo.at("press_state").contains("d2o.tau")) << dinfo.at("press_state").dump();
-  ASSERT_EQ(cli("ask -m " + model + " " + (dir / "d.kvc") + " -n 16 -t 1 \"Who?\"", out), 0) << out;
+  ASSERT_EQ(test::kvshrink_shell("ask -m " + model + " " + (dir / "d.kvc") + " -n 16 -t 1 \"Who?\"", out), 0) << out;
   // A long generation with decode-time eviction: the cache ends at the compressed prompt's size.
-  ASSERT_EQ(cli("generate -m " + model + " -f " + ctx + " -n 600 --ignore-eos --press d2o --keep 0.25 -t 1", out), 0) << out;
+  ASSERT_EQ(test::kvshrink_shell("generate -m " + model + " -f " + ctx + " -n 600 --ignore-eos --press d2o --keep 0.25 -t 1", out), 0) << out;
   // "kv cache: prompt A -> B after d2o (keep 0.25); C at the end of generation": C == B.
   const auto arrow = out.find(" -> "), after = out.find(" after d2o"), semi = out.find("); ", after),
              end = out.find(" at the end of generation");
@@ -250,7 +232,7 @@ TEST(D2oGvoteCli, PressesRunCompressAskGenerateEval) {
       << out;
   EXPECT_EQ(out.substr(arrow + 4, after - arrow - 4), out.substr(semi + 3, end - semi - 3)) << out;
   // eval: GVote once per sample with keep_chosen; D2O on perplexity (token by token) and NIAH.
-  ASSERT_EQ(cli("eval -m " + model + " --data " + test::shared_path("data") + " --tasks niah,ppl_pg19 --presses gvote,d2o --keep 0.25 --samples 1 --lengths 512 "
+  ASSERT_EQ(test::kvshrink_shell("eval -m " + model + " --data " + test::shared_path("data") + " --tasks niah,ppl_pg19 --presses gvote,d2o --keep 0.25 --samples 1 --lengths 512 "
                 "--depths 0.5 --ppl-chunk 1 --no-progress --no-report -t 1 -o " + (dir / "eval"),
                 out),
             0)

@@ -6,37 +6,21 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <set>
-#include <sys/wait.h>
 
+#include "cli_shell.h"
 #include "test_util.h"
 
 namespace kvs {
 namespace {
 
-std::string kvshrink_bin() { return (std::filesystem::path(KVS_BINARY_DIR) / "tools" / "kvshrink").string(); }
-
-// Runs `env kvshrink args` through the shell, stdout and stderr into `out`; returns the exit code.
-int cli(const std::string& args, std::string& out, const std::string& env = "") {
-  const std::string cmd = env + " '" + kvshrink_bin() + "' " + args + " 2>&1 < /dev/null";
-  FILE* f = ::popen(cmd.c_str(), "r");
-  if (!f) return -1;
-  out.clear();
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
-  const int st = ::pclose(f);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 TEST(UncompCli, PressesCalibrateRunCompressAskEval) {
-  if (!std::filesystem::exists(kvshrink_bin())) FAIL() << kvshrink_bin() << " is missing: build the kvshrink target first";
+  if (!std::filesystem::exists(test::kvshrink_bin())) FAIL() << test::kvshrink_bin() << " is missing: build the kvshrink target first";
   test::TempDir dir("uncomp_cli");
   std::string out;
-  ASSERT_EQ(cli("presses", out), 0) << out;
+  ASSERT_EQ(test::kvshrink_shell("presses", out), 0) << out;
   for (const char* s : {"\nuncomp ", "variant=group", "group-stage", "layer_groups=calibrated"})
     EXPECT_NE(out.find(s), std::string::npos) << s;
   // No calibration for stories260K in an empty folder: refused, naming the command; then made.
@@ -47,23 +31,23 @@ TEST(UncompCli, PressesCalibrateRunCompressAskEval) {
     std::ofstream(story_ctx) << "Once upon a time, there was a little girl named Lily. She loved to play outside in "
                                 "the park. One day, she saw a big red ball under a tree.";
   }
-  EXPECT_EQ(cli("run " + stories + " --press uncomp --keep 0.5 --context '" + story_ctx + "' --question ' Lily' -n 2", out, env), 1)
+  EXPECT_EQ(test::kvshrink_shell("run " + stories + " --press uncomp --keep 0.5 --context '" + story_ctx + "' --question ' Lily' -n 2", out, env), 1)
       << out;
   EXPECT_NE(out.find("kvshrink calibrate --press uncomp"), std::string::npos) << out;
-  ASSERT_EQ(cli("calibrate " + stories + " --press uncomp --samples 4 --tokens 32 --no-progress", out, env), 0) << out;
-  EXPECT_EQ(cli("run " + stories + " --press uncomp --keep 0.5 --context '" + story_ctx + "' --question ' Lily' -n 2", out, env), 0)
+  ASSERT_EQ(test::kvshrink_shell("calibrate " + stories + " --press uncomp --samples 4 --tokens 32 --no-progress", out, env), 0) << out;
+  EXPECT_EQ(test::kvshrink_shell("run " + stories + " --press uncomp --keep 0.5 --context '" + story_ctx + "' --question ' Lily' -n 2", out, env), 0)
       << out;
   // The testbed model with its committed calibration (no KVSHRINK_CALIB_DIR).
   const std::string model = "-m '" + std::string(KVS_SOURCE_DIR) + "/testbed/models/v7s1/model-f16.gguf' -t 1";
   const std::string ctx = std::string(KVS_SOURCE_DIR) + "/eval/examples/needle_context.txt";
-  ASSERT_EQ(cli("run " + model + " --press uncomp --keep 0.25 --context '" + ctx + "' --question 'Who?' -n 4", out), 0) << out;
-  ASSERT_EQ(cli("compress " + model + " -b 2048 --press uncomp --opt variant=group-stage --opt layer_groups=0,1,2,3 "
+  ASSERT_EQ(test::kvshrink_shell("run " + model + " --press uncomp --keep 0.25 --context '" + ctx + "' --question 'Who?' -n 4", out), 0) << out;
+  ASSERT_EQ(test::kvshrink_shell("compress " + model + " -b 2048 --press uncomp --opt variant=group-stage --opt layer_groups=0,1,2,3 "
                 "--keep 0.25 --context '" + ctx + "' -o '" + (dir / "u.kvc") + "'",
                 out),
             0)
       << out;
-  ASSERT_EQ(cli("ask " + model + " '" + (dir / "u.kvc") + "' -n 4 'What is it?'", out), 0) << out;
-  ASSERT_EQ(cli("eval " + model + " --tasks niah --presses uncomp,uncomp:variant=group-stage:layer_groups=0/1/2/3 "
+  ASSERT_EQ(test::kvshrink_shell("ask " + model + " '" + (dir / "u.kvc") + "' -n 4 'What is it?'", out), 0) << out;
+  ASSERT_EQ(test::kvshrink_shell("eval " + model + " --tasks niah --presses uncomp,uncomp:variant=group-stage:layer_groups=0/1/2/3 "
                 "--keep 0.25 --samples 1 --lengths 512 --depths 0.5 --no-progress --no-report -o '" + (dir / "eval") + "'",
                 out),
             0)
