@@ -149,6 +149,35 @@ CURRICULA["v7_len2048"] = dict(
     phases=[dict(CURRICULA["v4"]["phases"][4], name="len2048", steps=800, lens={2048: 0.5, 1024: 0.3, 512: 0.2},
                  params=dict(later(8, 64, 96, 4, 3, 0.5), niah=niah(8, multivalue=0.1, digits=0.7), rep=dict(words=0.5)))])
 
+# v8 (issue 27): the shape of real models (head_dim 64, 8 layers, 6 query / 3 KV heads, hidden 384:
+# train.py --layers 8 --hidden 384 --ffn 1024 --heads 6 --kv-heads 3) on v7's phases plus a
+# 2,048-token phase, with question-side retrieval: the key tokens of a question's first mention
+# (after the first) are answers (qkey_w, tasks.question_pieces), so the question's own tokens must
+# attend to the needle; multi-token keys dominate so that there is something to retrieve.
+def niah_v8(max_needles, digits=0.7, early=False):
+    base = dict(NIAH_MIX) if early else niah(max_needles, multivalue=0.1, digits=digits)
+    return dict(base, key_kinds={"word1": 0.2, "adjnoun": 0.8}, max_needles=max_needles, max_queries=4,
+                qkey_w=2.0)
+
+
+def later_v8(max_needles, max_pairs, mqar_pairs, hops, chains, partial):
+    return dict(later(max_needles, max_pairs, mqar_pairs, hops, chains, partial), niah=niah_v8(max_needles),
+                rep=dict(words=0.5))
+
+
+V8_MIX = {"niah": 0.45, "kv": 0.1, "mqar": 0.05, "vt": 0.05, "copy": 0.1, "rep": 0.05, "text": 0.2}
+CURRICULA["v8"] = dict(
+    tokens_per_step=4096, warmup=100, lr=5e-4, min_lr_frac=0.1,
+    phases=[
+        dict(CURRICULA["v7"]["phases"][0],
+             params=dict(CURRICULA["v7"]["phases"][0]["params"], niah=niah_v8(3, early=True))),
+        dict(name="digits", steps=400, lens={256: 1.0}, mix=V8_MIX, params=later_v8(4, 16, 24, 3, 2, 0.4)),
+        dict(name="len512", steps=500, lens={512: 0.75, 256: 0.25}, mix=V8_MIX, params=later_v8(6, 32, 48, 4, 2, 0.5)),
+        dict(name="len1024", steps=800, lens={1024: 0.7, 512: 0.3}, mix=V8_MIX, params=later_v8(8, 48, 64, 4, 3, 0.5)),
+        dict(name="len2048", steps=600, lens={2048: 0.5, 1024: 0.3, 512: 0.2}, mix=V8_MIX,
+             params=later_v8(8, 64, 96, 4, 3, 0.5)),
+    ])
+
 # a few-minute pipeline check: same phases, tiny step counts
 CURRICULA["tiny"] = dict(CURRICULA["v7"], warmup=20, phases=[
     dict(p, steps=s) for p, s in zip(CURRICULA["v7"]["phases"], [60, 30, 20, 10])])

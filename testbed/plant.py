@@ -13,10 +13,10 @@ module plants the whole two-layer induction circuit, so training starts from a m
 attends from "current token" to "the token after its previous occurrence" and copies it. Everything
 stays an ordinary, fully trainable LlamaForCausalLM (the plant is an initialisation).
 
-Residual-stream layout at init (hidden 256, tied embeddings):
-  dims   0..127  token content: embed_tokens[:, :128] random N(0, sigma^2)
-  dims 128..191  previous-token content, written by layer 0 (32 dims per planted head)
-  dim  255       a constant kappa in every token's embedding (positional q/k of the layer-0 heads)
+Residual-stream layout at init (hidden C, head_dim D, tied embeddings; v7: C 256, D 32; v8: C 384, D 64):
+  dims   0..C/2-1        token content: embed_tokens[:, :C/2] random N(0, sigma^2)
+  dims C/2..C/2+2D-1     previous-token content, written by layer 0 (D dims per planted head)
+  dim  C-1               a constant kappa in every token's embedding (positional q/k of the layer-0 heads)
 Layer 0, query heads 0 and R (KV heads 0 and 1): previous-token heads. q and k read only the
   constant dimension on the highest-frequency RoPE pairs, k pre-rotated by one position, so
   q_m . k_n ~ sum_j cos((m - n - 1) theta_j) peaks at n = m - 1; V of KV head g is an orthonormal
@@ -29,7 +29,7 @@ Layer 1, query heads 0 and R: induction heads. q = b * P_g(token dims of the cur
   through the tied lm_head, predicted.
 Every other residual branch (other heads' o_proj columns, every down_proj) is scaled down by
 `branch_scale` so the planted signal is not drowned at init; `model.norm.weight` is set to
-`final_gain` so logits can be confident. Requires: tied embeddings, hidden 256, head_dim 32,
+`final_gain` so logits can be confident. Requires: tied embeddings, C/2 >= 2 D and C/2 + 2 D < C,
 >= 2 KV heads, >= 2 layers.
 """
 import math
@@ -105,11 +105,17 @@ def plant_induction_circuit(model, seed, sigma=0.02, n_pos_pairs=None, prev_marg
     cfg = model.cfg
     C, D, H, G = cfg.hidden_size, cfg.head_dim, cfg.num_attention_heads, cfg.num_key_value_heads
     assert cfg.tie_word_embeddings, "the planted circuit predicts through the tied lm_head"
-    assert C == 256 and D == 32 and G >= 2 and cfg.num_hidden_layers >= 2, "layout assumes hidden 256, head_dim 32"
+    # Layout (any hidden size C and head_dim D): token content in the first half of the stream,
+    # the two planted heads' previous-token copies (2 D dims) right after it, the constant last.
+    # v7 (C 256, D 32): 0..127 / 128..191 / 255; v8 (C 384, D 64): 0..191 / 192..319 / 383.
+    T0, T1 = 0, C // 2
+    P0, CONST = T1, C - 1
+    assert G >= 2 and cfg.num_hidden_layers >= 2, "the circuit needs >= 2 KV heads and >= 2 layers"
+    assert P0 + 2 * D <= CONST and 2 * D <= T1 - T0, \
+        "hidden %d too small for head_dim %d: needs C/2 >= 2 D and C/2 + 2 D < C" % (C, D)
     R = H // G
     half = D // 2
     gen = torch.Generator().manual_seed(seed + 7919)
-    T0, T1, P0, CONST = 0, 128, 128, C - 1
     freqs = rope_freqs(cfg)
     # low-frequency pairs: rotation < ~1 rad over 1,024 positions; the rest carry positions
     low = [j for j in range(half) if freqs[j] * 1024 <= 1.0]
@@ -126,7 +132,7 @@ def plant_induction_circuit(model, seed, sigma=0.02, n_pos_pairs=None, prev_marg
     emb[:, CONST] = kappa
     rms0 = math.sqrt(((T1 - T0) * sigma ** 2 + kappa ** 2) / C)  # RMS of a bare embedding
     const_n = kappa / rms0                                       # the constant after RMSNorm
-    P = _orthonormal_rows(2 * D, T1 - T0, gen)                  # P_0 = rows 0..31, P_1 = rows 32..63
+    P = _orthonormal_rows(2 * D, T1 - T0, gen)                  # P_0 = rows 0..D-1, P_1 = rows D..2D-1
 
     for layer in model.model.layers:
         layer.mlp.down_proj.weight.mul_(branch_scale)

@@ -117,8 +117,8 @@ class Resources:
 # small helpers
 
 # token kinds (for logging per-kind loss/accuracy); the weight of a kind is KIND_W[kind]
-K_PAD, K_TEXT, K_ANS, K_COPY, K_RAND = 0, 1, 2, 3, 4
-KIND_NAMES = {K_TEXT: "text", K_ANS: "ans", K_COPY: "copy", K_RAND: "rand"}
+K_PAD, K_TEXT, K_ANS, K_COPY, K_RAND, K_QKEY = 0, 1, 2, 3, 4, 5
+KIND_NAMES = {K_TEXT: "text", K_ANS: "ans", K_COPY: "copy", K_RAND: "rand", K_QKEY: "qkey"}
 
 
 def _kind(w):
@@ -311,11 +311,11 @@ def gen_niah(R, rng, L, p, pool="train", hay_pool="train"):
     for k in qkeys:
         vs = vals[k]
         q = (T["qmulti"] if len(vs) > 1 else T["q"]).format(k=k)
-        tail.append((R.cont(q), W_TEXT))
+        tail.extend(question_pieces(R, R.cont(q), k, p.get("qkey_w")))
         tail.append((R.cont(" " + ", ".join(vs) + "."), W_ANS))
     head = R.tok.encode(T["header"].rstrip("\n")) + [R.tok.nl] if T["header"] else []
     inserts = [R.cont(T["needle"].format(k=k, v=v)) for k, v in facts]
-    n_fixed = 1 + len(head) + sum(len(x) for x, _ in tail)
+    n_fixed = 1 + len(head) + sum(len(piece[0]) for piece in tail)
     n_hay_total = L - n_fixed
     if n_hay_total < sum(len(x) for x in inserts) + 4:
         return None
@@ -325,9 +325,28 @@ def gen_niah(R, rng, L, p, pool="train", hay_pool="train"):
     doc = pick_doc(R, rng, hay_pool)
     for ids, w in hay_with_inserts(R, rng, doc, n_hay_total, inserts, at="line" if head else "word"):
         b.add(ids, w)
-    for ids, w in tail:
-        b.add(ids, w)
+    for piece in tail:
+        b.add(*piece)
     return b.finish(L)
+
+
+def question_pieces(R, qids, key, qkey_w):
+    """A question as (ids, weight[, kind]) pieces. With qkey_w (v8), the tokens of the key's first
+    mention in the question after its first token get weight qkey_w (kind K_QKEY): they can only
+    be predicted by attending from the question to the needle that holds the key, so the question's
+    own tokens learn to look at the needle (the v7 models retrieved only while answering: issue 27).
+    The first token stays unweighted-as-text (which key is asked is random); a key whose ids do not
+    appear as such in the question (merged with punctuation) leaves the question as plain text."""
+    if not qkey_w:
+        return [(qids, W_TEXT)]
+    kid = R.cont(" " + key)
+    n = len(kid)
+    if n < 2:
+        return [(qids, W_TEXT)]
+    for i in range(len(qids) - n + 1):
+        if qids[i:i + n] == kid:
+            return [(qids[:i + 1], W_TEXT), (qids[i + 1:i + n], qkey_w, K_QKEY), (qids[i + n:], W_TEXT)]
+    return [(qids, W_TEXT)]
 
 
 def gen_kv(R, rng, L, p, pool="train"):
