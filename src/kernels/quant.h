@@ -1,72 +1,14 @@
-// Quantised block formats, bit-exact with ggml's GGUF layouts (ggml-common.h), and the scalar
-// quantisers that define how kvshrink writes them.
+// The scalar quantisers that define how kvshrink writes the GGUF block formats (the formats
+// themselves: quant_blocks.h).
 //
-// Dimension legend: n = elements in a row (a multiple of the block size), nb = n / block size,
-// QK = 32 elements per Q8_0/Q4_0 block, QK_K = 256 elements per K-quant super-block.
-//
-// Value of element j in each format (d, dmin: fp16 unless noted):
-//   Q8_0: d * qs[j]                                   qs int8 in [-127, 127]
-//   Q4_0: d * (nib(j) - 8)     nib(j) = j < 16 ? qs[j] & 15 : qs[j - 16] >> 4
-//   Q4_K: d * sc[s] * q - dmin * m[s]  s = j / 32 sub-block, q in [0, 15], sc/m 6-bit,
-//         qs[32 * (s / 2) + j % 32] holds q in its low (s even) or high (s odd) nibble
-//   Q6_K: d * scales[j / 16] * (q - 32)   q in [0, 63], 4 low bits in ql, 2 high bits in qh
-//   Q8_K: d (float) * qs[j]; bsums[k] = sum of qs[16k .. 16k+15] (activation format only)
+// Dimension legend: n = elements in a row (a multiple of the block size), nb = n / block size.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/quant_blocks.h"
+
 namespace kvs::kernels {
-
-inline constexpr int QK8_0 = 32;
-inline constexpr int QK4_0 = 32;
-inline constexpr int QK_K = 256;
-inline constexpr int K_SCALE_SIZE = 12;
-
-struct block_q8_0 {
-  uint16_t d;       // fp16 scale
-  int8_t qs[QK8_0];  // [32]
-};
-static_assert(sizeof(block_q8_0) == 34);
-
-struct block_q4_0 {
-  uint16_t d;            // fp16 scale
-  uint8_t qs[QK4_0 / 2];  // [16] low nibble = element j, high nibble = element j + 16
-};
-static_assert(sizeof(block_q4_0) == 18);
-
-struct block_q4_K {
-  uint16_t d;                    // fp16 super-block scale for the 6-bit scales
-  uint16_t dmin;                 // fp16 super-block scale for the 6-bit mins
-  uint8_t scales[K_SCALE_SIZE];  // [12] 8 scales + 8 mins, 6 bits each (see unpack_q4_K_scales)
-  uint8_t qs[QK_K / 2];          // [128] 4-bit quants, 64-element groups of 32 bytes
-};
-static_assert(sizeof(block_q4_K) == 144);
-
-struct block_q6_K {
-  uint8_t ql[QK_K / 2];      // [128] low 4 bits
-  uint8_t qh[QK_K / 4];      // [64] high 2 bits
-  int8_t scales[QK_K / 16];  // [16] 8-bit sub-block scales
-  uint16_t d;                // fp16 super-block scale
-};
-static_assert(sizeof(block_q6_K) == 210);
-
-struct block_q8_K {
-  float d;                    // float scale
-  int8_t qs[QK_K];            // [256] in [-127, 127]
-  int16_t bsums[QK_K / 16];   // [16] sums of 16-element groups
-};
-static_assert(sizeof(block_q8_K) == 292);
-
-// 6-bit scale/min j (0..7) of a Q4_K block, as ggml's get_scale_min_k4.
-inline void q4_K_scale_min(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
-  if (j < 4) {
-    *sc = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
 
 // ---- scalar quantisers (the definition of what kvshrink writes) -------------------------------
 // Weights (offline; used by quantize_row and the GGUF writer). n is a multiple of the block size.
