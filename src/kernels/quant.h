@@ -6,32 +6,58 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/dtype.h"
 #include "kernels/quant_blocks.h"
 
 namespace kvs::kernels {
 
-// ---- scalar quantisers (the definition of what kvshrink writes) -------------------------------
-// Weights (offline; used by quantize_row and the GGUF writer). n is a multiple of the block size.
-//
-// Q8_0: d = amax / 127, q = round_half_even(x * (1/d)), stored d = fp16(d) (ggml rounds ties
-//   away from zero -- same format, differs only on exact .5 products). Also the block part of
-//   prepared Q8_0 activations, so the AVX2 version must reproduce it bit for bit.
-// Q4_0: ggml's reference algorithm (signed-max scale d = max / -8, q = min(15, (int)(x/d + 8.5))).
-// Q4_K: per 32-element sub-block, an RMSE search over a few candidate (scale, min) pairs derived
-//   from the sub-block's min/max (the min is clamped to <= 0 as ggml does); the 8 scales and
-//   8 mins are then quantised to 6 bits against super-block d = max_scale/63, dmin = max_min/63
-//   and the values re-quantised with the final 6-bit scales. Simpler than ggml's make_qkx2_quants
-//   (no weighted iterative refinement): somewhat higher error, identical format.
-// Q6_K: per 16-element sub-block, an RMSE search over candidate scales around maxabs/32 (signed
-//   so that the extreme value maps to -32, as ggml); the 16 scales are quantised to int8 against
-//   d = max|scale|/127 and the values re-quantised with the final scales.
+// ---- weight quantisers: the definition of what kvshrink writes --------------------------------
+// Offline (the GGUF writer, `make-model`). n is a multiple of the type's block size. Each one is
+// llama.cpp's reference algorithm for files made without an importance matrix (ggml-quants.c of
+// the Feb 2025 snapshot: quantize_row_*_ref; for IQ4_NL/IQ4_XS quantize_iq4_nl/_xs with no
+// weights, the path llama-quantize takes), written anew with the same floating-point operations
+// in the same order, so that one float row gives the same bytes as llama-quantize writes. The
+// algorithms (x = the block's values, "round" = to nearest, ties to even, unless noted):
+//   Q8_0:   d = amax / 127, q = round_half_away(x / d)        (ggml: roundf)
+//   Q4_0:   d = max / -8 (max = value of largest magnitude), q = min(15, trunc(x / d + 8.5))
+//   Q5_0:   d = max / -16, q = min(31, trunc(x / d + 16.5))
+//   Q4_1:   d = (hi - lo) / 15, m = lo, q = min(15, trunc((x - lo) / d + 0.5))
+//   Q5_1:   d = (hi - lo) / 31, m = lo, q = trunc((x - lo) / d + 0.5)
+//   Q2_K, Q4_K, Q5_K: per sub-block (16 / 32 / 32 values) a weighted least-squares fit of
+//           x ~ scale * q - min over a grid of candidate scales (ggml make_qkx2_quants; weights
+//           |x| for Q2_K, rms(sub-block) + |x| for Q4_K/Q5_K; Q2_K minimises the weighted
+//           absolute error), the scales and mins quantised to 4 (Q2_K) or 6 bits against the
+//           super-block maxima, then every value re-quantised with the stored scales.
+//   Q3_K:   per 16 values a symmetric fit with weights x^2 and up to 5 coordinate-descent passes
+//           (make_q3_quants), 6-bit scales against -32 / max scale, re-quantised.
+//   Q6_K:   per 16 values a symmetric fit with weights x^2 over 19 candidate scales around
+//           -32 / max (make_qx_quants), int8 scales against -128 / max scale, re-quantised.
+//   IQ4_NL: per 32 values the scale that best fits x ~ d * level over 16 candidate grids
+//           (weights x^2), then each value mapped to its nearest of the 16 levels.
+//   IQ4_XS: IQ4_NL's fit per 32 values, then 6-bit sub-block scales against d = -max / 32.
+// Non-finite input gives unspecified (but memory-safe) blocks; the GGUF writer refuses it first.
 void quantize_row_q8_0(const float* x, block_q8_0* y, int64_t n);
 void quantize_row_q4_0(const float* x, block_q4_0* y, int64_t n);
+void quantize_row_q4_1(const float* x, block_q4_1* y, int64_t n);
+void quantize_row_q5_0(const float* x, block_q5_0* y, int64_t n);
+void quantize_row_q5_1(const float* x, block_q5_1* y, int64_t n);
+void quantize_row_q2_K(const float* x, block_q2_K* y, int64_t n);
+void quantize_row_q3_K(const float* x, block_q3_K* y, int64_t n);
 void quantize_row_q4_K(const float* x, block_q4_K* y, int64_t n);
+void quantize_row_q5_K(const float* x, block_q5_K* y, int64_t n);
 void quantize_row_q6_K(const float* x, block_q6_K* y, int64_t n);
+void quantize_row_iq4_nl(const float* x, block_iq4_nl* y, int64_t n);
+void quantize_row_iq4_xs(const float* x, block_iq4_xs* y, int64_t n);
+
+// True for the types quantize_weights writes: F32, F16, BF16 and the twelve block types above
+// (whether or not kvshrink can compute with them yet).
+bool weights_writable(DType t);
+// n floats -> type t (n a multiple of t's block size; kvs::Error otherwise or for other types).
+void quantize_weights(DType t, const float* x, void* y, int64_t n);
 
 // Activations (hot path; the AVX2 versions must reproduce these bit for bit):
-//   Q8_0 (prepared activation for Q8_0/Q4_0 weights): nb Q8_0 blocks (quantize_row_q8_0), then
+//   Q8_0 (prepared activation for Q8_0/Q4_0 weights): nb Q8_0 blocks (as quantize_row_q8_0 but
+//         q = round_half_even(x * (1/d)), the rounding of llama.cpp's activation path), then
 //         at act_q8_0_scales_offset(n) the nb block scales as floats (= fp16_to_fp32(d)), so the
 //         dot kernels need no fp16 conversion per weight row. act_q8_0_bytes(n) bytes in all.
 //   Q8_K: iscale = 127 / amax, q = round_half_even(x * iscale) clamped to [-127, 127],

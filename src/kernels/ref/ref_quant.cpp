@@ -149,22 +149,8 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
 }
 
 void quantize_row(DType t, const float* src, void* dst, int64_t n) {
-  switch (t) {
-    case DType::F32:
-      std::memcpy(dst, src, n * sizeof(float));
-      return;
-    case DType::F16:
-      for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = fp32_to_fp16(src[i]);
-      return;
-    case DType::BF16:
-      for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = fp32_to_bf16(src[i]);
-      return;
-    case DType::Q8_0: return quantize_row_q8_0(src, static_cast<block_q8_0*>(dst), n);
-    case DType::Q4_0: return quantize_row_q4_0(src, static_cast<block_q4_0*>(dst), n);
-    case DType::Q4_K: return quantize_row_q4_K(src, static_cast<block_q4_K*>(dst), n);
-    case DType::Q6_K: return quantize_row_q6_K(src, static_cast<block_q6_K*>(dst), n);
-    default: fail("ref::quantize_row: unsupported type {}", dtype_name(t));
-  }
+  // The weight quantisers are scalar already and define the formats (quant.h).
+  quantize_weights(t, src, dst, n);
 }
 
 size_t act_row_bytes(DType wtype, int64_t n) {
