@@ -103,6 +103,22 @@ void prepare_act_q8_0(const float* x, void* act, int64_t n) {
   for (int64_t b = 0; b < n / QK8_0; ++b) scales[b] = fp16_to_fp32(blocks[b].d);
 }
 
+void finish_act_q8_1(void* act, int64_t n) {
+  const auto* blocks = static_cast<const block_q8_0*>(act);
+  const float* scales = act_q8_0_scales(act, n);
+  auto* sums = reinterpret_cast<float*>(static_cast<uint8_t*>(act) + act_q8_0_bytes(n));  // [nb]
+  for (int64_t b = 0; b < n / QK8_0; ++b) {
+    int32_t s = 0;
+    for (int j = 0; j < QK8_0; ++j) s += blocks[b].qs[j];
+    sums[b] = scales[b] * static_cast<float>(s);
+  }
+}
+
+void prepare_act_q8_1(const float* x, void* act, int64_t n) {
+  prepare_act_q8_0(x, act, n);
+  finish_act_q8_1(act, n);
+}
+
 // ---- 32-element weight formats (ggml-quants.c quantize_row_{q8_0,q4_0,q4_1,q5_0,q5_1}_ref) ------
 
 void quantize_row_q8_0(const float* x, block_q8_0* y, int64_t n) {

@@ -60,10 +60,16 @@ void quantize_weights(DType t, const float* x, void* y, int64_t n);
 //         q = round_half_even(x * (1/d)), the rounding of llama.cpp's activation path), then
 //         at act_q8_0_scales_offset(n) the nb block scales as floats (= fp16_to_fp32(d)), so the
 //         dot kernels need no fp16 conversion per weight row. act_q8_0_bytes(n) bytes in all.
+//   Q8_1 (prepared activation for Q4_1/Q5_1 weights, whose offset m needs the activation's block
+//         sums, as ggml's Q8_1): the Q8_0 activation, then at act_q8_0_bytes(n) nb floats
+//         s[b] = scale[b] * sum_j qs[b][j] (the float scale times the exact integer sum).
+//         act_q8_1_bytes(n) bytes in all. finish_act_q8_1 appends the sums to a Q8_0 activation.
 //   Q8_K: iscale = 127 / amax, q = round_half_even(x * iscale) clamped to [-127, 127],
 //         d = 1 / iscale (float); bsums from the stored q.
 //   All-zero input gives d = 0 and q = 0.
 void prepare_act_q8_0(const float* x, void* act, int64_t n);
+void prepare_act_q8_1(const float* x, void* act, int64_t n);
+void finish_act_q8_1(void* act, int64_t n);
 void quantize_act_q8_K(const float* x, block_q8_K* y, int64_t n);
 
 inline size_t act_q8_0_scales_offset(int64_t n) {
@@ -74,6 +80,12 @@ inline size_t act_q8_0_bytes(int64_t n) {
 }
 inline const float* act_q8_0_scales(const void* act, int64_t n) {
   return reinterpret_cast<const float*>(static_cast<const uint8_t*>(act) + act_q8_0_scales_offset(n));
+}
+inline size_t act_q8_1_bytes(int64_t n) {
+  return act_q8_0_bytes(n) + static_cast<size_t>(n / QK8_0) * sizeof(float);
+}
+inline const float* act_q8_1_sums(const void* act, int64_t n) {
+  return reinterpret_cast<const float*>(static_cast<const uint8_t*>(act) + act_q8_0_bytes(n));
 }
 
 }  // namespace kvs::kernels
