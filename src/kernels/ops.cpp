@@ -5,6 +5,9 @@
 #include "kernels/ops.h"
 
 #include <cstring>
+#include <string>
+
+#include <fmt/format.h>
 
 #include "core/error.h"
 #include "kernels/cpu/kernel_table.h"
@@ -20,12 +23,25 @@ int64_t block_size(DType t) {
     case DType::F16:
     case DType::BF16: return 1;
     case DType::Q8_0:
-    case DType::Q4_0: return 32;
+    case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::IQ4_NL: return 32;
+    case DType::Q2_K:
+    case DType::Q3_K:
     case DType::Q4_K:
-    case DType::Q6_K: return 256;
+    case DType::Q5_K:
+    case DType::Q6_K:
+    case DType::IQ4_XS: return 256;
     default: return 0;
   }
 }
+
+// In the order the error messages list them.
+constexpr DType kComputable[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0,   DType::Q6_K,
+                                 DType::Q5_K, DType::Q5_1, DType::Q5_0, DType::Q4_K,   DType::Q4_1,
+                                 DType::Q4_0, DType::IQ4_XS, DType::IQ4_NL, DType::Q3_K, DType::Q2_K};
 
 // Cheap (switch, no table lookup): runs on every vec_dot call.
 inline void check_row(DType t, int64_t n, const char* what) {
@@ -37,6 +53,34 @@ inline void check_row(DType t, int64_t n, const char* what) {
 }  // namespace
 
 bool dtype_computable(DType t) { return block_size(t) != 0; }
+
+const std::string& computable_type_names() {
+  static const std::string names = [] {
+    std::string s;
+    for (DType t : kComputable) {
+      if (!s.empty()) s += ", ";
+      s += dtype_name(t);
+    }
+    return s;
+  }();
+  return names;
+}
+
+std::string cannot_compute_message(DType t) {
+  switch (t) {
+    case DType::IQ1_S:
+    case DType::IQ1_M:
+    case DType::IQ2_XXS:
+    case DType::IQ2_XS:
+    case DType::IQ2_S:
+    case DType::IQ3_XXS:
+    case DType::IQ3_S:
+      return fmt::format("type {} (an importance-matrix i-quant) is not supported; kvshrink computes with {}",
+                         dtype_name(t), computable_type_names());
+    default:
+      return fmt::format("type {} is not supported; kvshrink computes with {}", dtype_name(t), computable_type_names());
+  }
+}
 
 void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
   check_row(t, n, "dequantize_row");

@@ -7,26 +7,35 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "core/dtype.h"
 
 namespace kvs::kernels {
 
 // ---- element types --------------------------------------------------------------------------
-// Converts n elements of type t to float. Supported t: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K.
+// Converts n elements of type t to float. Supported t: the computable types (dtype_computable):
+// F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS.
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);
-// Converts n floats to type t (n a multiple of t's block size). Supported: F32, F16, BF16, Q8_0,
-// Q4_0, Q4_K, Q6_K (the GGUF writer and `make-model` use these).
+// Converts n floats to type t (n a multiple of t's block size); fails naming t for a type without
+// a quantiser (the GGUF writer and `make-model` use these).
 void quantize_row(DType t, const float* src, void* dst, int64_t n);
-// True if dequantize_row/quantize_row/vec_dot support t.
+// True if dequantize_row/vec_dot/matmul support t (the types of every llama.cpp preset that needs
+// no importance matrix).
 bool dtype_computable(DType t);
+// "f32, f16, bf16, q8_0, ..." (the computable types), for error messages.
+const std::string& computable_type_names();
+// The reason kvshrink cannot compute with t, naming t and the computable types (the i-quants
+// IQ1_*/IQ2_*/IQ3_* are called importance-matrix types).
+std::string cannot_compute_message(DType t);
 
 // ---- weight-row dot products ----------------------------------------------------------------
 // A dot product of a weight row of type wtype with an activation vector first converts the
 // activation into the "activation format" of wtype (as llama.cpp does): F32 for F32/F16/BF16
 // weights, Q8_0 blocks for Q8_0/Q4_0 weights (followed by a float copy of their scales, see
-// prepare_act_q8_0 in quant.h), Q8_K blocks (float scale + int8 + block sums) for Q4_K/Q6_K
-// weights. Prepare once per activation row, then dot against many weight rows; size the buffer
+// prepare_act_q8_0 in quant.h) for Q8_0/Q4_0/Q5_0/IQ4_NL weights, Q8_1 (Q8_0 plus the blocks'
+// sums) for Q4_1/Q5_1, Q8_K blocks (float scale + int8 + block sums) for Q2_K/Q3_K/Q4_K/Q5_K/Q6_K/
+// IQ4_XS weights. Prepare once per activation row, then dot against many weight rows; size the buffer
 // with act_row_bytes.
 size_t act_row_bytes(DType wtype, int64_t n);
 void prepare_act(DType wtype, const float* x, void* act, int64_t n);

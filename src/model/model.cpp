@@ -70,9 +70,7 @@ void for_each_weight(const Model& m, const auto& fn) {
 void check_matrix(const TensorView& t, int64_t rows, int64_t cols, const std::string& src) {
   if (!t.valid()) fail("{}: missing tensor '{}' (expected shape [{}, {}])", src, t.name, cols, rows);
   if (!kernels::dtype_computable(t.type))
-    fail("{}: tensor '{}' has type {}, which kvshrink cannot compute with (supported: f32, f16, bf16, q8_0, "
-         "q4_0, q4_k, q6_k)",
-         src, t.name, dtype_name(t.type));
+    fail("{}: tensor '{}': {}", src, t.name, kernels::cannot_compute_message(t.type));
   if (t.ne[0] != cols || t.rows() != rows || t.ne[2] != 1 || t.ne[3] != 1)
     fail("{}: tensor '{}' has shape {}, expected [{}, {}]", src, t.name, shape_str(t), cols, rows);
 }
@@ -84,7 +82,7 @@ TensorView vector_f32(Model& m, const TensorView& t, int64_t n, const std::strin
     fail("{}: tensor '{}' has shape {}, expected [{}]", src, t.name, shape_str(t), n);
   if (t.type == DType::F32) return t;
   if (!kernels::dtype_computable(t.type))
-    fail("{}: tensor '{}' has unsupported type {}", src, t.name, dtype_name(t.type));
+    fail("{}: tensor '{}': {}", src, t.name, kernels::cannot_compute_message(t.type));
   std::vector<float> v(static_cast<size_t>(n));
   kernels::dequantize_row(t.type, t.data, v.data(), n);
   return m.own_f32(t.name, std::move(v), {n, 1, 1, 1}, 1);

@@ -22,11 +22,10 @@ using test::Path;
 // The activation as the dot product sees it (dequantised activation format).
 std::vector<float> act_values(DType wtype, const void* act, int64_t n) {
   std::vector<float> v(n);
-  switch (wtype) {
-    case DType::Q8_0:
-    case DType::Q4_0: ref::dequantize_row(DType::Q8_0, act, v.data(), n); break;
-    case DType::Q4_K:
-    case DType::Q6_K: {
+  switch (test::act_format(wtype)) {
+    case test::ActFormat::Q8_0:
+    case test::ActFormat::Q8_1: ref::dequantize_row(DType::Q8_0, act, v.data(), n); break;
+    case test::ActFormat::Q8_K: {
       const auto* b = static_cast<const block_q8_K*>(act);
       for (int64_t i = 0; i < n; ++i) v[i] = b[i / 256].d * b[i / 256].qs[i % 256];
       break;
@@ -85,7 +84,7 @@ TEST_P(DotPaths, QuantisedDotTracksFloatDot) {
       const QuantFn q = act_quant_fn(k(), t);
       q(x.data(), act.data(), n);
       const float got = dot_fn(k(), t)(w.data(), act.data(), n);
-      const bool k_quant = t == DType::Q4_K || t == DType::Q6_K;
+      const bool k_quant = test::act_format(t) == test::ActFormat::Q8_K;
       const int64_t ab = k_quant ? 256 : 32;
       // Q8_0 activations store d in fp16: |x - fp16(d) q| <= d/2 + 127 |d - fp16(d)| < 0.563 d.
       const double per_d = k_quant ? 0.5 + 1e-6 : 0.563;
@@ -162,7 +161,7 @@ TEST(DotApi, PublicEntryPointsAgreeWithReference) {
         << dtype_name(t);
   }
   EXPECT_THROW(act_row_bytes(DType::Q4_K, 100), Error);
-  EXPECT_THROW(act_row_bytes(DType::Q5_0, 32), Error);
+  EXPECT_THROW(act_row_bytes(DType::IQ3_S, 256), Error);
 }
 
 }  // namespace

@@ -108,13 +108,87 @@ inline std::vector<uint8_t> random_row(DType t, int64_t n, uint32_t seed) {
     case DType::Q6_K:
       for (int64_t b = 0; b < nb; ++b) reinterpret_cast<block_q6_K*>(row.data())[b].d = rand_half(rng, -0.001f, 0.001f);
       break;
+    case DType::Q4_1:
+      for (int64_t b = 0; b < nb; ++b) {
+        auto& blk = reinterpret_cast<block_q4_1*>(row.data())[b];
+        blk.d = rand_half(rng, -0.1f, 0.1f);
+        blk.m = rand_half(rng, -0.8f, 0.8f);
+      }
+      break;
+    case DType::Q5_0:
+      for (int64_t b = 0; b < nb; ++b) reinterpret_cast<block_q5_0*>(row.data())[b].d = rand_half(rng, -0.1f, 0.1f);
+      break;
+    case DType::Q5_1:
+      for (int64_t b = 0; b < nb; ++b) {
+        auto& blk = reinterpret_cast<block_q5_1*>(row.data())[b];
+        blk.d = rand_half(rng, -0.05f, 0.05f);
+        blk.m = rand_half(rng, -0.8f, 0.8f);
+      }
+      break;
+    case DType::IQ4_NL:
+      for (int64_t b = 0; b < nb; ++b) reinterpret_cast<block_iq4_nl*>(row.data())[b].d = rand_half(rng, -0.01f, 0.01f);
+      break;
+    case DType::Q2_K:
+      for (int64_t b = 0; b < nb; ++b) {
+        auto& blk = reinterpret_cast<block_q2_K*>(row.data())[b];
+        blk.d = rand_half(rng, 0.0f, 0.05f);
+        blk.dmin = rand_half(rng, 0.0f, 0.05f);
+      }
+      break;
+    case DType::Q3_K:
+      for (int64_t b = 0; b < nb; ++b) reinterpret_cast<block_q3_K*>(row.data())[b].d = rand_half(rng, -0.01f, 0.01f);
+      break;
+    case DType::Q5_K:
+      for (int64_t b = 0; b < nb; ++b) {
+        auto& blk = reinterpret_cast<block_q5_K*>(row.data())[b];
+        blk.d = rand_half(rng, 0.0f, 0.003f);
+        blk.dmin = rand_half(rng, 0.0f, 0.005f);
+      }
+      break;
+    case DType::IQ4_XS:
+      for (int64_t b = 0; b < nb; ++b) reinterpret_cast<block_iq4_xs*>(row.data())[b].d = rand_half(rng, -0.0005f, 0.0005f);
+      break;
     default: ADD_FAILURE() << "random_row: type " << dtype_name(t);
   }
   return row;
 }
 
-inline constexpr DType kAllTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0,
-                                      DType::Q4_0, DType::Q4_K, DType::Q6_K};
+inline constexpr DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16,  DType::Q8_0,   DType::Q4_0,
+                                      DType::Q4_K, DType::Q6_K, DType::Q4_1,  DType::Q5_0,   DType::Q5_1,
+                                      DType::IQ4_NL, DType::Q2_K, DType::Q3_K, DType::Q5_K, DType::IQ4_XS};
+
+// The activation format the dot products of weight type t use.
+enum class ActFormat { F32, Q8_0, Q8_1, Q8_K };
+inline ActFormat act_format(DType t) {
+  switch (t) {
+    case DType::Q8_0:
+    case DType::Q4_0:
+    case DType::Q5_0:
+    case DType::IQ4_NL: return ActFormat::Q8_0;
+    case DType::Q4_1:
+    case DType::Q5_1: return ActFormat::Q8_1;
+    case DType::Q2_K:
+    case DType::Q3_K:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
+    case DType::IQ4_XS: return ActFormat::Q8_K;
+    default: return ActFormat::F32;
+  }
+}
+
+// True for the types kvshrink has a scalar quantiser for (ref::quantize_row); tests make the
+// others' weights from random blocks (random_row).
+inline bool has_quantizer(DType t) {
+  try {
+    std::vector<float> x(256, 0.5f);
+    std::vector<uint8_t> y(dtype_row_bytes(t, 256));
+    ref::quantize_row(t, x.data(), y.data(), 256);
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
 
 // Row lengths to test for a type: odd ones for float types, several block counts otherwise.
 inline std::vector<int64_t> test_lengths(DType t) {

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "core/error.h"
@@ -35,8 +36,14 @@ Weight make_weight(DType t, int64_t rows, int64_t cols, uint32_t seed) {
   const size_t rb = dtype_row_bytes(t, cols);
   w.bytes.resize(rb * rows);
   w.deq.resize(rows * cols);
+  const bool quantize = test::has_quantizer(t);
   for (int64_t r = 0; r < rows; ++r) {
-    ref::quantize_row(t, f.data() + r * cols, w.bytes.data() + r * rb, cols);
+    if (quantize) {
+      ref::quantize_row(t, f.data() + r * cols, w.bytes.data() + r * rb, cols);
+    } else {
+      const auto row = test::random_row(t, cols, seed + static_cast<uint32_t>(r));
+      std::memcpy(w.bytes.data() + r * rb, row.data(), rb);
+    }
     ref::dequantize_row(t, w.bytes.data() + r * rb, w.deq.data() + r * cols, cols);
   }
   w.view.name = "test.weight";
@@ -59,8 +66,8 @@ int64_t cols_for(DType t) {
 // Per-(t, r) tolerance for decode vs the float reference: activation quantisation bound + float.
 double act_quant_bound(DType t, const Weight& w, const float* x, int64_t r, int64_t cols) {
   double bound = 0, absw = 0;
-  const bool k_quant = t == DType::Q4_K || t == DType::Q6_K;
-  const bool quant = k_quant || t == DType::Q8_0 || t == DType::Q4_0;
+  const bool k_quant = test::act_format(t) == test::ActFormat::Q8_K;
+  const bool quant = test::act_format(t) != test::ActFormat::F32;
   const int64_t ab = k_quant ? 256 : 32;
   for (int64_t b = 0; b < cols; b += ab) {
     double amax = 0, sw = 0;
@@ -167,7 +174,7 @@ TEST(MatmulApi, RejectsUnsupportedWeightType) {
   std::vector<uint8_t> bytes(256);
   TensorView v;
   v.name = "blk.0.ffn_down.weight";
-  v.type = DType::Q5_K;
+  v.type = DType::IQ2_S;
   v.n_dims = 2;
   v.ne = {256, 1, 1, 1};
   v.data = bytes.data();
@@ -177,7 +184,7 @@ TEST(MatmulApi, RejectsUnsupportedWeightType) {
     FAIL() << "no throw";
   } catch (const Error& e) {
     const std::string msg = e.what();
-    EXPECT_NE(msg.find("q5_k"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("iq2_s"), std::string::npos) << msg;
     EXPECT_NE(msg.find("ffn_down"), std::string::npos) << msg;
   }
 }

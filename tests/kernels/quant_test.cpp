@@ -32,6 +32,52 @@ TEST(QuantLayout, BlockSizesMatchDtypeTable) {
   EXPECT_EQ(offsetof(block_q6_K, scales), 192u);
   EXPECT_EQ(offsetof(block_q6_K, d), 208u);
   EXPECT_EQ(offsetof(block_q8_K, bsums), 260u);
+  // The other GGUF layouts (ggml-common.h): sizes as the dtype table, field offsets.
+  EXPECT_EQ(sizeof(block_q4_1), dtype_info(DType::Q4_1).type_size);
+  EXPECT_EQ(sizeof(block_q5_0), dtype_info(DType::Q5_0).type_size);
+  EXPECT_EQ(sizeof(block_q5_1), dtype_info(DType::Q5_1).type_size);
+  EXPECT_EQ(sizeof(block_iq4_nl), dtype_info(DType::IQ4_NL).type_size);
+  EXPECT_EQ(sizeof(block_q2_K), dtype_info(DType::Q2_K).type_size);
+  EXPECT_EQ(sizeof(block_q3_K), dtype_info(DType::Q3_K).type_size);
+  EXPECT_EQ(sizeof(block_q5_K), dtype_info(DType::Q5_K).type_size);
+  EXPECT_EQ(sizeof(block_iq4_xs), dtype_info(DType::IQ4_XS).type_size);
+  EXPECT_EQ(offsetof(block_q4_1, qs), 4u);
+  EXPECT_EQ(offsetof(block_q5_0, qh), 2u);
+  EXPECT_EQ(offsetof(block_q5_0, qs), 6u);
+  EXPECT_EQ(offsetof(block_q5_1, qh), 4u);
+  EXPECT_EQ(offsetof(block_q5_1, qs), 8u);
+  EXPECT_EQ(offsetof(block_q2_K, qs), 16u);
+  EXPECT_EQ(offsetof(block_q2_K, d), 80u);
+  EXPECT_EQ(offsetof(block_q3_K, qs), 32u);
+  EXPECT_EQ(offsetof(block_q3_K, scales), 96u);
+  EXPECT_EQ(offsetof(block_q3_K, d), 108u);
+  EXPECT_EQ(offsetof(block_q5_K, qh), 16u);
+  EXPECT_EQ(offsetof(block_q5_K, qs), 48u);
+  EXPECT_EQ(offsetof(block_iq4_xs, scales_l), 4u);
+  EXPECT_EQ(offsetof(block_iq4_xs, qs), 8u);
+}
+
+TEST(QuantLayout, Q3_KAndIQ4_XSScaleUnpacking) {
+  // Q3_K: 16 6-bit scales v[j]: low nibbles in bytes 0-7 (j < 8 low nibble of byte j, j >= 8 high
+  // nibble of byte j - 8), 2 high bits in bytes 8-11 (bits 2 (j / 4) of byte 8 + j % 4).
+  int v[16];
+  uint8_t s[12] = {};
+  for (int j = 0; j < 16; ++j) {
+    v[j] = (j * 23 + 5) % 64;
+    s[j % 8] |= static_cast<uint8_t>((v[j] & 15) << (j < 8 ? 0 : 4));
+    s[8 + j % 4] |= static_cast<uint8_t>((v[j] >> 4) << (2 * (j / 4)));
+  }
+  for (int j = 0; j < 16; ++j) EXPECT_EQ(q3_K_scale(j, s), v[j]) << j;
+  // IQ4_XS: 8 6-bit scales, low nibbles in scales_l (sub-block 2i low, 2i+1 high nibble of byte
+  // i), high 2 bits at bits 2k, 2k+1 of scales_h.
+  block_iq4_xs b{};
+  int ls[8];
+  for (int k = 0; k < 8; ++k) {
+    ls[k] = (k * 29 + 3) % 64;
+    b.scales_l[k / 2] |= static_cast<uint8_t>((ls[k] & 15) << (4 * (k % 2)));
+    b.scales_h |= static_cast<uint16_t>((ls[k] >> 4) << (2 * k));
+  }
+  for (int k = 0; k < 8; ++k) EXPECT_EQ(iq4_xs_scale(k, b), ls[k]) << k;
 }
 
 TEST(QuantLayout, Q4_0NibbleOrder) {
@@ -267,15 +313,31 @@ TEST(QuantApi, UnsupportedTypesFailWithTypeName) {
   float x[32] = {};
   uint8_t buf[64] = {};
   try {
-    dequantize_row(DType::Q5_K, buf, x, 256);
+    dequantize_row(DType::IQ2_XS, buf, x, 256);
     FAIL() << "no throw";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("q5_k"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("iq2_xs"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(quantize_row(DType::Q4_1, x, buf, 32), Error);
+  EXPECT_THROW(quantize_row(DType::IQ3_XXS, x, buf, 256), Error);
   EXPECT_THROW(quantize_row(DType::Q8_0, x, buf, 31), Error);
-  EXPECT_FALSE(dtype_computable(DType::Q2_K));
-  EXPECT_TRUE(dtype_computable(DType::Q6_K));
+  EXPECT_THROW(dequantize_row(DType::Q5_0, buf, x, 31), Error);
+  for (DType t : {DType::IQ1_S, DType::IQ1_M, DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S, DType::IQ3_XXS,
+                  DType::IQ3_S, DType::Q8_K, DType::I8, DType::F64})
+    EXPECT_FALSE(dtype_computable(t)) << dtype_name(t);
+  for (DType t : test::kAllTypes) EXPECT_TRUE(dtype_computable(t)) << dtype_name(t);
+}
+
+TEST(QuantApi, ImportanceMatrixTypesAreRefusedByName) {
+  // The i-quants that need an importance matrix: the message names the type, says why and lists
+  // every type that works.
+  for (DType t : {DType::IQ1_S, DType::IQ1_M, DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S, DType::IQ3_XXS,
+                  DType::IQ3_S}) {
+    const std::string msg = cannot_compute_message(t);
+    EXPECT_NE(msg.find(std::string(dtype_name(t))), std::string::npos) << msg;
+    EXPECT_NE(msg.find("importance-matrix"), std::string::npos) << msg;
+    for (DType ok : test::kAllTypes) EXPECT_NE(msg.find(std::string(dtype_name(ok))), std::string::npos) << msg;
+  }
+  EXPECT_EQ(cannot_compute_message(DType::I32).find("importance"), std::string::npos);
 }
 
 }  // namespace

@@ -19,6 +19,31 @@
   void dequant_q4_0(const void* src, float* dst, int64_t n);                                     \
   void dequant_q4_K(const void* src, float* dst, int64_t n);                                     \
   void dequant_q6_K(const void* src, float* dst, int64_t n);                                     \
+  void dequant_q4_1(const void* src, float* dst, int64_t n); \
+  float dot_q4_1(const void* w, const void* act, int64_t n); \
+  void tile_q4_1(const uint8_t* w, size_t ws, int nr, const uint8_t* a, size_t as, int nt, int64_t n, float* out, int64_t ldo); \
+  void dequant_q5_0(const void* src, float* dst, int64_t n); \
+  float dot_q5_0(const void* w, const void* act, int64_t n); \
+  void tile_q5_0(const uint8_t* w, size_t ws, int nr, const uint8_t* a, size_t as, int nt, int64_t n, float* out, int64_t ldo); \
+  void dequant_q5_1(const void* src, float* dst, int64_t n); \
+  float dot_q5_1(const void* w, const void* act, int64_t n); \
+  void tile_q5_1(const uint8_t* w, size_t ws, int nr, const uint8_t* a, size_t as, int nt, int64_t n, float* out, int64_t ldo); \
+  void dequant_iq4_nl(const void* src, float* dst, int64_t n); \
+  float dot_iq4_nl(const void* w, const void* act, int64_t n); \
+  void tile_iq4_nl(const uint8_t* w, size_t ws, int nr, const uint8_t* a, size_t as, int nt, int64_t n, float* out, int64_t ldo); \
+  void dequant_q2_K(const void* src, float* dst, int64_t n); \
+  float dot_q2_K(const void* w, const void* act, int64_t n); \
+  void tile_q2_K(const uint8_t* w, size_t ws, int nr, const uint8_t* a, size_t as, int nt, int64_t n, float* out, int64_t ldo); \
+  void dequant_q3_K(const void* src, float* dst, int64_t n); \
+  float dot_q3_K(const void* w, const void* act, int64_t n); \
+  void tile_q3_K(const uint8_t* w, size_t ws, int nr, const uint8_t* a, size_t as, int nt, int64_t n, float* out, int64_t ldo); \
+  void dequant_q5_K(const void* src, float* dst, int64_t n); \
+  float dot_q5_K(const void* w, const void* act, int64_t n); \
+  void tile_q5_K(const uint8_t* w, size_t ws, int nr, const uint8_t* a, size_t as, int nt, int64_t n, float* out, int64_t ldo); \
+  void dequant_iq4_xs(const void* src, float* dst, int64_t n); \
+  float dot_iq4_xs(const void* w, const void* act, int64_t n); \
+  void tile_iq4_xs(const uint8_t* w, size_t ws, int nr, const uint8_t* a, size_t as, int nt, int64_t n, float* out, int64_t ldo); \
+  void quant_act_q8_1(const float* x, void* y, int64_t n); \
   float dot_f32(const void* w, const void* act, int64_t n);                                      \
   float dot_f16(const void* w, const void* act, int64_t n);                                      \
   float dot_bf16(const void* w, const void* act, int64_t n);                                     \

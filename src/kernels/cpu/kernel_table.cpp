@@ -12,25 +12,66 @@ void tile_q4_0p(const uint8_t* w, size_t gs, int ng, int64_t nr, const uint8_t* 
 }  // namespace avx512
 namespace {
 
-#define KVS_KERNEL_TABLE(ns)                                                                      \
-  KernelTable {                                                                                  \
-    #ns, ns::quant_act_q8_0, ns::quant_act_q8_K, ns::dequant_f16, ns::dequant_bf16,              \
-        ns::dequant_q8_0, ns::dequant_q4_0, ns::dequant_q4_K, ns::dequant_q6_K, ns::dot_f32,     \
-        ns::dot_f16, ns::dot_bf16, ns::dot_q8_0, ns::dot_q4_0, ns::dot_q4_K, ns::dot_q6_K,       \
-        ns::tile_f32, ns::tile_f16, ns::tile_bf16, ns::tile_q8_0, ns::tile_q4_0, ns::tile_q4_K,  \
-        ns::tile_q6_K, ns::dot_f32_f16, ns::axpy_f32, ns::axpy_f16, ns::scale_f32,               \
-        ns::f32_to_f16, ns::rmsnorm, ns::softmax, ns::silu_mul, ns::add_f32, ns::rope,           \
-        ns::qk_rows_f32, ns::qk_rows_f16, ns::pv_rows_f32, ns::pv_rows_f16, ns::exp_sub_sum,    \
-        ns::max_f32                                                                              \
-  }
+// Every member from the implementation set ns (impl.h).
+#define KVS_FILL_TABLE(k, ns)                                                                     \
+  do {                                                                                           \
+    k.name = #ns;                                                                                \
+    k.quant_act_q8_0 = ns::quant_act_q8_0;                                                       \
+    k.quant_act_q8_1 = ns::quant_act_q8_1;                                                       \
+    k.quant_act_q8_K = ns::quant_act_q8_K;                                                       \
+    KVS_FILL_TYPE(k, ns, f16);                                                                   \
+    KVS_FILL_TYPE(k, ns, bf16);                                                                  \
+    KVS_FILL_TYPE(k, ns, q8_0);                                                                  \
+    KVS_FILL_TYPE(k, ns, q4_0);                                                                  \
+    KVS_FILL_TYPE(k, ns, q4_1);                                                                  \
+    KVS_FILL_TYPE(k, ns, q5_0);                                                                  \
+    KVS_FILL_TYPE(k, ns, q5_1);                                                                  \
+    KVS_FILL_TYPE(k, ns, iq4_nl);                                                                \
+    KVS_FILL_TYPE(k, ns, q2_K);                                                                  \
+    KVS_FILL_TYPE(k, ns, q3_K);                                                                  \
+    KVS_FILL_TYPE(k, ns, q4_K);                                                                  \
+    KVS_FILL_TYPE(k, ns, q5_K);                                                                  \
+    KVS_FILL_TYPE(k, ns, q6_K);                                                                  \
+    KVS_FILL_TYPE(k, ns, iq4_xs);                                                                \
+    k.dot_f32 = ns::dot_f32;                                                                     \
+    k.tile_f32 = ns::tile_f32;                                                                   \
+    k.dot_f32_f16 = ns::dot_f32_f16;                                                             \
+    k.axpy_f32 = ns::axpy_f32;                                                                   \
+    k.axpy_f16 = ns::axpy_f16;                                                                   \
+    k.scale_f32 = ns::scale_f32;                                                                 \
+    k.f32_to_f16 = ns::f32_to_f16;                                                               \
+    k.rmsnorm = ns::rmsnorm;                                                                     \
+    k.softmax = ns::softmax;                                                                     \
+    k.silu_mul = ns::silu_mul;                                                                   \
+    k.add_f32 = ns::add_f32;                                                                     \
+    k.rope = ns::rope;                                                                           \
+    k.qk_rows_f32 = ns::qk_rows_f32;                                                             \
+    k.qk_rows_f16 = ns::qk_rows_f16;                                                             \
+    k.pv_rows_f32 = ns::pv_rows_f32;                                                             \
+    k.pv_rows_f16 = ns::pv_rows_f16;                                                             \
+    k.exp_sub_sum = ns::exp_sub_sum;                                                             \
+    k.max_f32 = ns::max_f32;                                                                     \
+  } while (0)
+#define KVS_FILL_TYPE(k, ns, t) \
+  (k.dequant_##t = ns::dequant_##t, k.dot_##t = ns::dot_##t, k.tile_##t = ns::tile_##t)
 
-const KernelTable kGeneric = KVS_KERNEL_TABLE(generic);
-const KernelTable kAvx2 = KVS_KERNEL_TABLE(avx2);
+KernelTable make_table_generic() {
+  KernelTable k{};
+  KVS_FILL_TABLE(k, generic);
+  return k;
+}
 
-#undef KVS_KERNEL_TABLE
+KernelTable make_table_avx2() {
+  KernelTable k{};
+  KVS_FILL_TABLE(k, avx2);
+  return k;
+}
+
+#undef KVS_FILL_TYPE
+#undef KVS_FILL_TABLE
 
 KernelTable make_avx512() {
-  KernelTable k = kAvx2;
+  KernelTable k = make_table_avx2();
   k.name = "avx512";
   k.dot_f32 = avx512::dot_f32;
   k.dot_f16 = avx512::dot_f16;
@@ -53,15 +94,23 @@ KernelTable make_avx512() {
 
 }  // namespace
 
-const KernelTable& generic_kernels() { return kGeneric; }
-const KernelTable& avx2_kernels() { return kAvx2; }
+// Function-local statics: the tables are built on first use, so a caller during another file's
+// static initialisation never sees an unfilled table.
+const KernelTable& generic_kernels() {
+  static const KernelTable k = make_table_generic();
+  return k;
+}
+const KernelTable& avx2_kernels() {
+  static const KernelTable k = make_table_avx2();
+  return k;
+}
 const KernelTable& avx512_kernels() {
   static const KernelTable k = make_avx512();
   return k;
 }
 
 const KernelTable& active_kernels() {
-  static const KernelTable* k = use_avx512() ? &avx512_kernels() : use_avx2() ? &kAvx2 : &kGeneric;
+  static const KernelTable* k = use_avx512() ? &avx512_kernels() : use_avx2() ? &avx2_kernels() : &generic_kernels();
   return *k;
 }
 
@@ -74,6 +123,14 @@ DotFn dot_fn(const KernelTable& k, DType t) {
     case DType::Q4_0: return k.dot_q4_0;
     case DType::Q4_K: return k.dot_q4_K;
     case DType::Q6_K: return k.dot_q6_K;
+    case DType::Q4_1: return k.dot_q4_1;
+    case DType::Q5_0: return k.dot_q5_0;
+    case DType::Q5_1: return k.dot_q5_1;
+    case DType::IQ4_NL: return k.dot_iq4_nl;
+    case DType::Q2_K: return k.dot_q2_K;
+    case DType::Q3_K: return k.dot_q3_K;
+    case DType::Q5_K: return k.dot_q5_K;
+    case DType::IQ4_XS: return k.dot_iq4_xs;
     default: fail("vec_dot: unsupported weight type {}", dtype_name(t));
   }
 }
@@ -87,6 +144,14 @@ DotTileFn dot_tile_fn(const KernelTable& k, DType t) {
     case DType::Q4_0: return k.tile_q4_0;
     case DType::Q4_K: return k.tile_q4_K;
     case DType::Q6_K: return k.tile_q6_K;
+    case DType::Q4_1: return k.tile_q4_1;
+    case DType::Q5_0: return k.tile_q5_0;
+    case DType::Q5_1: return k.tile_q5_1;
+    case DType::IQ4_NL: return k.tile_iq4_nl;
+    case DType::Q2_K: return k.tile_q2_K;
+    case DType::Q3_K: return k.tile_q3_K;
+    case DType::Q5_K: return k.tile_q5_K;
+    case DType::IQ4_XS: return k.tile_iq4_xs;
     default: fail("matmul: unsupported weight type {}", dtype_name(t));
   }
 }
@@ -100,6 +165,14 @@ DequantFn dequant_fn(const KernelTable& k, DType t) {
     case DType::Q4_0: return k.dequant_q4_0;
     case DType::Q4_K: return k.dequant_q4_K;
     case DType::Q6_K: return k.dequant_q6_K;
+    case DType::Q4_1: return k.dequant_q4_1;
+    case DType::Q5_0: return k.dequant_q5_0;
+    case DType::Q5_1: return k.dequant_q5_1;
+    case DType::IQ4_NL: return k.dequant_iq4_nl;
+    case DType::Q2_K: return k.dequant_q2_K;
+    case DType::Q3_K: return k.dequant_q3_K;
+    case DType::Q5_K: return k.dequant_q5_K;
+    case DType::IQ4_XS: return k.dequant_iq4_xs;
     default: fail("dequantize: unsupported type {}", dtype_name(t));
   }
 }
@@ -110,9 +183,17 @@ QuantFn act_quant_fn(const KernelTable& k, DType wtype) {
     case DType::F16:
     case DType::BF16: return nullptr;
     case DType::Q8_0:
-    case DType::Q4_0: return k.quant_act_q8_0;
+    case DType::Q4_0:
+    case DType::Q5_0:
+    case DType::IQ4_NL: return k.quant_act_q8_0;
+    case DType::Q4_1:
+    case DType::Q5_1: return k.quant_act_q8_1;
+    case DType::Q2_K:
+    case DType::Q3_K:
     case DType::Q4_K:
-    case DType::Q6_K: return k.quant_act_q8_K;
+    case DType::Q5_K:
+    case DType::Q6_K:
+    case DType::IQ4_XS: return k.quant_act_q8_K;
     default: fail("activation format: unsupported weight type {}", dtype_name(wtype));
   }
 }

@@ -38,16 +38,23 @@ using QuantFn = void (*)(const float* src, void* dst, int64_t n);
 struct KernelTable {
   const char* name;
 
-  // Activation preparation (must match prepare_act_q8_0 / quantize_act_q8_K bit for bit).
+  // Activation preparation (must match prepare_act_q8_0 / prepare_act_q8_1 / quantize_act_q8_K
+  // bit for bit).
   QuantFn quant_act_q8_0;
+  QuantFn quant_act_q8_1;
   QuantFn quant_act_q8_K;
 
-  // Row dequantisers to F32.
+  // Row dequantisers to F32 (bit-exact with the scalar reference).
   DequantFn dequant_f16, dequant_bf16, dequant_q8_0, dequant_q4_0, dequant_q4_K, dequant_q6_K;
+  DequantFn dequant_q4_1, dequant_q5_0, dequant_q5_1, dequant_iq4_nl;
+  DequantFn dequant_q2_K, dequant_q3_K, dequant_q5_K, dequant_iq4_xs;
 
-  // Weight-row dot products (activation: F32 for float weights, Q8_0 or Q8_K blocks otherwise).
+  // Weight-row dot products (activation: F32 for float weights, Q8_0, Q8_1 or Q8_K blocks
+  // otherwise, see act_quant_fn) and their multi-row, multi-token tiles.
   DotFn dot_f32, dot_f16, dot_bf16, dot_q8_0, dot_q4_0, dot_q4_K, dot_q6_K;
+  DotFn dot_q4_1, dot_q5_0, dot_q5_1, dot_iq4_nl, dot_q2_K, dot_q3_K, dot_q5_K, dot_iq4_xs;
   DotTileFn tile_f32, tile_f16, tile_bf16, tile_q8_0, tile_q4_0, tile_q4_K, tile_q6_K;
+  DotTileFn tile_q4_1, tile_q5_0, tile_q5_1, tile_iq4_nl, tile_q2_K, tile_q3_K, tile_q5_K, tile_iq4_xs;
 
   // Float vector ops (semantics in ops.h).
   float (*dot_f32_f16)(const float* a, const uint16_t* b, int64_t n);

@@ -16,32 +16,6 @@
 namespace kvs::kernels::avx2 {
 namespace {
 
-constexpr int kNT = 4;
-// Software prefetch distance for the weight stream: decode reads weight rows back to back, and
-// on this machine the hardware prefetcher alone leaves ~15% of DRAM bandwidth unused.
-constexpr size_t kPrefetchBytes = 4096;
-
-// Kernel concept: K<NT>::run(w_row, act, act_stride, n, out, ldo) writes out[t * ldo], t < NT.
-template <template <int> class K>
-void tile_by_tokens(const uint8_t* w, size_t ws, int nr, const uint8_t* a, size_t as, int nt,
-                    int64_t n, float* out, int64_t ldo) {
-  for (int r = 0; r < nr; ++r) {
-    const uint8_t* wr = w + r * ws;
-    // Touch the bytes kPrefetchBytes ahead of this row (may run past the weight: prefetches
-    // never fault).
-    for (size_t off = 0; off < ws; off += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(wr + kPrefetchBytes + off), _MM_HINT_T0);
-    int t = 0;
-    for (; t + kNT <= nt; t += kNT) K<kNT>::run(wr, a + t * as, as, n, out + t * ldo + r, ldo);
-    switch (nt - t) {
-      case 3: K<3>::run(wr, a + t * as, as, n, out + t * ldo + r, ldo); break;
-      case 2: K<2>::run(wr, a + t * as, as, n, out + t * ldo + r, ldo); break;
-      case 1: K<1>::run(wr, a + t * as, as, n, out + t * ldo + r, ldo); break;
-      default: break;
-    }
-  }
-}
-
 // ---- float weights: F32 / F16 / BF16 rows against F32 activations ----------------------------
 struct LoadF32 {
   static __m256 load(const uint8_t* w, int64_t i) { return _mm256_loadu_ps(reinterpret_cast<const float*>(w) + i); }
@@ -257,13 +231,6 @@ template <int NT>
 using Q8_0K = Q8Row<UnpackQ8_0>::K<NT>;
 template <int NT>
 using Q4_0K = Q8Row<UnpackQ4_0>::K<NT>;
-
-template <template <int> class K>
-float dot1(const void* w, const void* act, int64_t n) {
-  float r;
-  K<1>::run(static_cast<const uint8_t*>(w), static_cast<const uint8_t*>(act), 0, n, &r, 0);
-  return r;
-}
 
 // One F16 row against one token (decode): eight accumulators (64 weights, two 64-byte lines per
 // step) and a software prefetch kPrefetchBytes ahead inside the loop. The two-accumulator FloatRow
