@@ -116,5 +116,21 @@ KVS_TILE_DECL(tile_q8_0)
 KVS_TILE_DECL(tile_q4_0)
 KVS_TILE_DECL(tile_q4_K)
 KVS_TILE_DECL(tile_q6_K)
+float dot_q4_1(const void* w, const void* act, int64_t n);
+KVS_TILE_DECL(tile_q4_1)
+float dot_q5_0(const void* w, const void* act, int64_t n);
+KVS_TILE_DECL(tile_q5_0)
+float dot_q5_1(const void* w, const void* act, int64_t n);
+KVS_TILE_DECL(tile_q5_1)
+float dot_iq4_nl(const void* w, const void* act, int64_t n);
+KVS_TILE_DECL(tile_iq4_nl)
+float dot_q2_K(const void* w, const void* act, int64_t n);
+KVS_TILE_DECL(tile_q2_K)
+float dot_q3_K(const void* w, const void* act, int64_t n);
+KVS_TILE_DECL(tile_q3_K)
+float dot_q5_K(const void* w, const void* act, int64_t n);
+KVS_TILE_DECL(tile_q5_K)
+float dot_iq4_xs(const void* w, const void* act, int64_t n);
+KVS_TILE_DECL(tile_iq4_xs)
 }  // namespace kvs::kernels::avx512
 #undef KVS_TILE_DECL
