@@ -30,14 +30,10 @@ inline int q5_quant(const uint8_t* qs, const uint8_t* qh, int j) {
   return nib32(qs, j) | static_cast<int>(((h >> j) & 1) << 4);
 }
 
-// 2 low bits of element j of a Q2_K / Q3_K block: each 128-element half uses 32 bytes of qs, its
-// quarter k (32 elements) bits 2k..2k+1 of byte j % 32.
-inline int k2_quant(const uint8_t* qs, int j) { return (qs[32 * (j / 128) + j % 32] >> (2 * ((j % 128) / 32))) & 3; }
-
 // Q3_K quant of element j in [-4, 3]: the 2 low bits, minus 4 when the hmask bit is clear.
 inline int q3_K_quant(const block_q3_K& x, int j) {
   const int hbit = (x.hmask[j % 32] >> (j / 32)) & 1;
-  return k2_quant(x.qs, j) - (hbit ? 0 : 4);
+  return q2_K_quant(x.qs, j) - (hbit ? 0 : 4);
 }
 
 // Q5_K quant of element j in [0, 31]: 4 low bits as Q4_K, bit 4 = bit s of qh[j % 32].
@@ -144,7 +140,7 @@ void dequant_q2_K(const block_q2_K* x, float* y, int64_t n) {
     const float d = fp16_to_fp32(x[b].d), dmin = fp16_to_fp32(x[b].dmin);
     for (int j = 0; j < QK_K; ++j) {
       const int sc = x[b].scales[j / 16];
-      y[b * QK_K + j] = d * (sc & 0xF) * k2_quant(x[b].qs, j) - dmin * (sc >> 4);
+      y[b * QK_K + j] = d * (sc & 0xF) * q2_K_quant(x[b].qs, j) - dmin * (sc >> 4);
     }
   }
 }
@@ -271,7 +267,7 @@ double dot_q2_K_q8_K(const block_q2_K* w, const block_q8_K* a, int64_t n) {
     int32_t sum_scaled = 0, sum_mins = 0;
     for (int s = 0; s < 16; ++s) {
       int32_t qa = 0;
-      for (int j = 16 * s; j < 16 * s + 16; ++j) qa += k2_quant(w[b].qs, j) * a[b].qs[j];
+      for (int j = 16 * s; j < 16 * s + 16; ++j) qa += q2_K_quant(w[b].qs, j) * a[b].qs[j];
       sum_scaled += (w[b].scales[s] & 0xF) * qa;
       sum_mins += (w[b].scales[s] >> 4) * a[b].bsums[s];
     }
