@@ -267,6 +267,16 @@ int64_t default_decode_max_tok(const KernelTable& k, DType wtype) {
     case DType::Q8_0: return 64;
     case DType::Q4_K:
     case DType::Q6_K: return 128;
+    // Not measured separately: the 32-element formats take Q4_0's crossover, the 256-element
+    // ones Q4_K's (their AVX2 tiles have the same structure, a little more unpacking per block).
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::IQ4_NL: return 48;
+    case DType::Q2_K:
+    case DType::Q3_K:
+    case DType::Q5_K:
+    case DType::IQ4_XS: return 128;
     default: return 8;
   }
 }
