@@ -28,6 +28,7 @@ void register_eval(CLI::App& app);  // cmd_eval.cpp
 void register_calibrate(CLI::App& app);
 void register_serve(CLI::App& app);  // cmd_serve.cpp
 void register_inspect(CLI::App& app);  // cmd_inspect.cpp
+void register_logits(CLI::App& app);   // cmd_logits.cpp
 
 // Options every model-running command takes.
 struct EngineOptions {
@@ -39,6 +40,10 @@ struct EngineOptions {
   void add(CLI::App* cmd, bool model_required = true);
   EngineParams params() const;  // validates kv_type etc.; throws kvs::Error
 };
+
+// Token ids from text such as "[1, 15043, 3186]", "1 15043 3186" or "1,15043": integers separated
+// by commas, whitespace and brackets, each below n_vocab. Throws naming `what` and the offending text.
+std::vector<int32_t> parse_token_ids(const std::string& s, int32_t n_vocab, const std::string& what);
 
 // Writes bytes to stdout, holding back an incomplete trailing UTF-8 sequence until it completes.
 class Utf8Stream {

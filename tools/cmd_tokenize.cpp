@@ -41,30 +41,6 @@ struct DetokenizeOptions {
   bool skip_special = false, no_newline = false;
 };
 
-// Token ids from text such as "[1, 15043, 3186]", "1 15043 3186" or "1,15043": integers separated
-// by commas, whitespace and brackets. Throws naming `what` and the offending text.
-std::vector<int32_t> parse_token_ids(const std::string& s, int32_t n_vocab, const std::string& what) {
-  std::vector<int32_t> out;
-  size_t i = 0;
-  while (i < s.size()) {
-    const char c = s[i];
-    if (c == ',' || c == '[' || c == ']' || std::isspace(static_cast<unsigned char>(c))) {
-      ++i;
-      continue;
-    }
-    size_t j = i;
-    while (j < s.size() && s[j] != ',' && s[j] != '[' && s[j] != ']' && !std::isspace(static_cast<unsigned char>(s[j]))) ++j;
-    const std::string w = s.substr(i, j - i);
-    if (w.size() > 10 || w.find_first_not_of("0123456789") != std::string::npos)
-      fail("{}: '{}' is not a token id (expected integers 0..{} separated by commas or spaces)", what, w, n_vocab - 1);
-    const long long v = std::stoll(w);
-    if (v >= n_vocab) fail("{}: token id {} is out of range for this vocabulary (0..{})", what, v, n_vocab - 1);
-    out.push_back(static_cast<int32_t>(v));
-    i = j;
-  }
-  return out;
-}
-
 void run_detokenize(const DetokenizeOptions& o) {
   if (!o.file.empty() && !o.ids.empty()) fail("give the ids either as arguments or with -f FILE, not both");
   const auto tok = load_tokenizer(o.model);

@@ -72,6 +72,7 @@ int main(int argc, char** argv) {
   kvs::cli::register_calibrate(app);
   kvs::cli::register_serve(app);
   kvs::cli::register_inspect(app);
+  kvs::cli::register_logits(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
