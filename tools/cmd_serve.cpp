@@ -27,8 +27,12 @@ struct ServeCliOptions {
   std::string contexts_dir, model_id;
   server::SchedulerOptions sched;
   server::RequestLimits limits;
-  int ctx_size = 0, http_threads = 64;
+  int ctx_size = 0;
   int max_body_mib = 8;
+  server::ConnectionLimits conn;
+  std::vector<std::string> allowed_hosts, allow_origins;
+  double shutdown_grace_s = 10;
+  bool api_key_given = false;
 };
 
 int g_stop_pipe[2] = {-1, -1};
@@ -55,16 +59,33 @@ void run_serve(ServeCliOptions o) {
   require_int("--max-tokens", o.limits.max_tokens, 1, 1 << 24);
   require_int("--max-prompt-tokens", o.limits.max_prompt_tokens, 1, 1 << 24);
   require_int("--ctx-size", o.ctx_size, 0, 1 << 30);
-  require_int("--http-threads", o.http_threads, 1, 4096);
   require_int("--max-body-mib", o.max_body_mib, 1, 4096);
+  require_int("--max-connections", o.conn.max_connections, 1, 1 << 16);
+  require_int("--max-connections-per-client", o.conn.max_connections_per_client, 0, 1 << 16);
+  require_number("--idle-timeout", o.conn.idle_timeout_s, 0, 86400, true);
+  require_number("--header-timeout", o.conn.header_timeout_s, 0, 86400, true);
+  require_number("--body-timeout", o.conn.body_timeout_s, 0, 86400, true);
+  require_number("--write-timeout", o.conn.write_timeout_s, 0, 86400, true);
+  require_number("--shutdown-grace", o.shutdown_grace_s, 0, 3600);
+  // Admission control answers 429 when the queue is full; the connection cap must leave room
+  // for that (and for /health and /metrics), or clients would meet 503 first.
+  if (o.conn.max_connections < o.sched.parallel + o.sched.max_queue + 8)
+    fail("--max-connections {} must be at least --parallel + --max-queue + 8 = {} (so that a full queue answers 429 "
+         "and /health still gets in)",
+         o.conn.max_connections, o.sched.parallel + o.sched.max_queue + 8);
   size_t cap = 0;
   try {
     cap = parse_bytes(o.max_kv_bytes);
   } catch (const Error& e) {
     fail("--max-kv-bytes must be a byte count (suffix K, M or G allowed) or 0, got '{}'", o.max_kv_bytes);
   }
+  // An empty key would silently turn authentication off: refuse it, wherever it comes from.
+  if (o.api_key_given && o.api_key.empty()) fail("--api-key must not be empty (leave the option out to run without a key)");
   if (o.api_key.empty() && !o.api_key_env.empty()) {
-    if (const char* k = std::getenv(o.api_key_env.c_str())) o.api_key = k;
+    if (const char* k = std::getenv(o.api_key_env.c_str())) {
+      if (!*k) fail("${} is set but empty (unset it to run without a key)", o.api_key_env);
+      o.api_key = k;
+    }
   }
 
   // SIGINT / SIGTERM stop the server from a thread of their own: the handler only writes to a
@@ -86,7 +107,10 @@ void run_serve(ServeCliOptions o) {
   so.http.host = o.host;
   so.http.port = o.port;
   so.http.api_key = o.api_key;
-  so.http.threads = o.http_threads;
+  so.http.connections = o.conn;
+  so.http.allowed_hosts = o.allowed_hosts;
+  so.http.allow_origins = o.allow_origins;
+  so.http.shutdown_grace_s = o.shutdown_grace_s;
   so.http.model_id = o.model_id;
   so.http.limits = o.limits;
   so.http.limits.ctx_size = o.ctx_size > 0 ? o.ctx_size : std::max(model->hp.n_ctx_train, 1);
@@ -94,12 +118,20 @@ void run_serve(ServeCliOptions o) {
   so.http.limits.n_vocab = model->hp.n_vocab;
   server::Server srv(*model, so);
   for (const std::string& p : srv.restore_problems()) fmt::print(stderr, "kvshrink serve: warning: {}\n", p);
-  std::thread sig([&srv] {
+  std::thread sig([&srv, &o] {
     unsigned char got = 0;
     while (::read(g_stop_pipe[0], &got, 1) < 0 && errno == EINTR) {
     }
-    fmt::print(stderr, "kvshrink serve: signal {}, stopping\n", static_cast<int>(got));
+    fmt::print(stderr, "kvshrink serve: signal {}, stopping (in-flight requests have {} s to finish)\n",
+               static_cast<int>(got), o.shutdown_grace_s);
+    std::fflush(stderr);
     srv.stop();
+    // A second signal: stop at once.
+    while (::read(g_stop_pipe[0], &got, 1) < 0 && errno == EINTR) {
+    }
+    fmt::print(stderr, "kvshrink serve: second signal, exiting now\n");
+    std::fflush(stderr);
+    std::_Exit(1);
   });
   sig.detach();
   fmt::print(stderr,
@@ -120,7 +152,8 @@ void register_serve(CLI::App& app) {
   o->eng.add(cmd);
   cmd->add_option("--host", o->host, "address to listen on (default loopback only)")->capture_default_str();
   cmd->add_option("--port", o->port, "port (0: any free port, printed at start)")->capture_default_str();
-  cmd->add_option("--api-key", o->api_key, "require 'Authorization: Bearer KEY' (default: $KVSHRINK_API_KEY if set)");
+  cmd->add_option("--api-key", o->api_key, "require 'Authorization: Bearer KEY' (default: $KVSHRINK_API_KEY if set)")
+      ->each([o](const std::string&) { o->api_key_given = true; });
   cmd->add_option("--max-kv-bytes", o->max_kv_bytes, "cap on KV cache bytes for all sequences and contexts (K/M/G; 0 = none)")
       ->capture_default_str();
   cmd->add_option("--parallel", o->sched.parallel, "sequences decoded together at most")->capture_default_str();
@@ -137,8 +170,26 @@ void register_serve(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--max-tokens", o->limits.max_tokens, "cap on a request's max_tokens")->capture_default_str();
   cmd->add_option("--max-body-mib", o->max_body_mib, "request body size limit in MiB")->capture_default_str();
-  cmd->add_option("--http-threads", o->http_threads, "HTTP worker threads (each open connection holds one)")
+  cmd->add_option("--max-connections", o->conn.max_connections,
+                  "open connections at most (idle/slow ones are closed to make room, else 503)")
       ->capture_default_str();
+  cmd->add_option("--max-connections-per-client", o->conn.max_connections_per_client,
+                  "open connections per client address at most (0 = no cap; behind a proxy every client is one)")
+      ->capture_default_str();
+  cmd->add_option("--idle-timeout", o->conn.idle_timeout_s, "seconds a connection may wait before (its next) request")
+      ->capture_default_str();
+  cmd->add_option("--header-timeout", o->conn.header_timeout_s, "seconds for a request line and headers to arrive")
+      ->capture_default_str();
+  cmd->add_option("--body-timeout", o->conn.body_timeout_s, "seconds for a request body to arrive")->capture_default_str();
+  cmd->add_option("--write-timeout", o->conn.write_timeout_s, "seconds a client may leave its response unread")
+      ->capture_default_str();
+  cmd->add_option("--shutdown-grace", o->shutdown_grace_s,
+                  "seconds in-flight requests may finish after SIGTERM (then 503 / an error event)")
+      ->capture_default_str();
+  cmd->add_option("--allowed-host", o->allowed_hosts,
+                  "Host header value accepted besides the bound address and localhost (repeatable; '*' = any)");
+  cmd->add_option("--allow-origin", o->allow_origins,
+                  "browser origin allowed to call the API, with CORS (repeatable; '*' = any; default none)");
   cmd->add_option("--model-id", o->model_id, "model id in /v1/models and responses (default: the model's name)");
   cmd->callback([o] { run_serve(*o); });
 }

@@ -34,6 +34,7 @@ void AnswerStepper::compress_for_cap(int n_next) {
   compress(*seq_.cache, seq_.stats.get(), spec_.press, spec_.request, engine_.attn_shape(), engine_.pool(),
            {&probe, &seq_.state});
   compress_s_ += t.seconds();
+  ++evictions_;  // a decode-time compression, as an every:N eviction is
 }
 
 Engine::BatchItem AnswerStepper::next_item(int max_rows) {

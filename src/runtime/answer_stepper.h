@@ -48,7 +48,7 @@ class AnswerStepper : public Stepper {
   int32_t n_question() const { return static_cast<int32_t>(question_.size()); }
   size_t kv_bytes_peak() const { return peak_; }
   int32_t decode_budget() const { return budget_; }
-  int evictions() const { return evictions_; }
+  int evictions() const { return evictions_; }  // decode-time compressions (every:N and memory: triggers)
   double compress_seconds() const { return compress_s_; }
 
  private:

@@ -4,7 +4,7 @@ namespace kvs::server {
 
 nlohmann::json ApiError::to_json() const {
   nlohmann::json e;
-  e["message"] = what();
+  e["message"] = message_;
   e["type"] = type_;
   e["param"] = param_.empty() ? nlohmann::json(nullptr) : nlohmann::json(param_);
   e["code"] = code_.empty() ? nlohmann::json(nullptr) : nlohmann::json(code_);

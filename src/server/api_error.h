@@ -14,16 +14,19 @@ class ApiError : public std::runtime_error {
  public:
   ApiError(int status, std::string message, std::string type = "invalid_request_error", std::string param = "",
            std::string code = "")
-      : std::runtime_error(message), status_(status), type_(std::move(type)), param_(std::move(param)),
-        code_(std::move(code)) {}
+      : std::runtime_error(message), message_(std::move(message)), status_(status), type_(std::move(type)),
+        param_(std::move(param)), code_(std::move(code)) {}
 
   int status() const { return status_; }
+  // The whole message (what() stops at a NUL a client's text may have brought in).
+  const std::string& message() const { return message_; }
   const std::string& type() const { return type_; }
   const std::string& param() const { return param_; }
   const std::string& code() const { return code_; }
   nlohmann::json to_json() const;  // {"error": {...}}; empty param / code become null
 
  private:
+  std::string message_;
   int status_;
   std::string type_, param_, code_;
 };

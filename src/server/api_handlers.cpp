@@ -3,11 +3,14 @@
 #include <fmt/format.h>
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <ctime>
 #include <random>
 
 #include "core/error.h"
+#include "server/bounded_tokenize.h"
 #include "server/chat_prompt.h"
 #include "server/connection_watch.h"
 #include "server/http_server.h"
@@ -153,10 +156,23 @@ struct Stream {
 
 }  // namespace
 
-void HttpServer::handle_generate(const httplib::Request& req, httplib::Response& res, bool chat) {
+// Tokenizes a prompt, question or context with the work bounded by the limit (bounded_tokenize.h);
+// over the limit: 400 context_length_exceeded.
+std::vector<int32_t> HttpServer::tokenize_bounded(std::string_view text, bool add_special, bool parse_special,
+                                                  const char* what, const char* param) const {
+  const int64_t limit = opt_.limits.max_prompt_tokens;
+  BoundedTokens b = encode_within(*model_.tokenizer, text, add_special, parse_special, limit);
+  if (b.over)
+    throw bad_request(fmt::format("the {} has {}{} tokens, more than this server's limit of {} (--max-prompt-tokens)",
+                                  what, b.tokens.empty() && b.counted <= limit ? "more than " : "", b.counted, limit),
+                      param, "context_length_exceeded");
+  return std::move(b.tokens);
+}
+
+void HttpServer::handle_generate(const httplib::Request&, httplib::Response& res, const std::string& raw, bool chat) {
   try {
     const RequestLimits& lim = opt_.limits;
-    const nlohmann::json body = parse_body(req.body);
+    const nlohmann::json body = parse_body(raw, lim);
     GenerateRequest r = chat ? parse_chat(body, lim) : parse_completion(body, lim);
     const Tokenizer& tok = *model_.tokenizer;
     JobInput in;
@@ -174,13 +190,13 @@ void HttpServer::handle_generate(const httplib::Request& req, httplib::Response&
                                         "it from messages for chat",
                                         ci->id),
                             "context_id", "context_format");
-        in.tokens = tok.encode(continuation(tok, ci->roles, r.messages), false, true);
+        in.tokens = tokenize_bounded(continuation(tok, ci->roles, r.messages), false, true, "conversation", "messages");
       } else if (chat) {
-        in.tokens = tok.encode(render_chat(tok, r.messages), true, true);
+        in.tokens = tokenize_bounded(render_chat(tok, r.messages), true, true, "conversation", "messages");
       } else if (r.prompt_ids) {
         in.tokens = *r.prompt_ids;
       } else {
-        in.tokens = tok.encode(r.prompt, /*add_special=*/!ci, false);
+        in.tokens = tokenize_bounded(r.prompt, /*add_special=*/!ci, false, "prompt", "prompt");
       }
     } catch (const Error& e) {
       throw bad_request(e.what(), chat ? "messages" : "prompt");
@@ -212,7 +228,7 @@ void HttpServer::handle_generate(const httplib::Request& req, httplib::Response&
 
     auto job = std::make_shared<Job>(std::move(in));
     sched_.submit(job);
-    const ConnectionWatch watch(req);
+    const ConnectionWatch watch;
     const JobSnapshot first = await(*job, watch, admitted);
     if (first.state == JobSnapshot::State::Failed) return send_error(res, *first.error);
     if (first.state == JobSnapshot::State::Cancelled) {
@@ -270,22 +286,22 @@ void HttpServer::handle_generate(const httplib::Request& req, httplib::Response&
   }
 }
 
-void HttpServer::handle_create_context(const httplib::Request& req, httplib::Response& res) {
+void HttpServer::handle_create_context(const httplib::Request&, httplib::Response& res, const std::string& raw) {
   try {
     const RequestLimits& lim = opt_.limits;
-    ContextRequest r = parse_context(parse_body(req.body), lim);
+    ContextRequest r = parse_context(parse_body(raw, lim), lim);
     const Tokenizer& tok = *model_.tokenizer;
     JobInput in;
     in.kind = JobInput::Kind::CreateContext;
     try {
       if (r.text) {
-        in.tokens = tok.encode(*r.text, true, false);
+        in.tokens = tokenize_bounded(*r.text, true, false, "context", "text");
         in.context.format = "text";
       } else if (r.tokens) {
         in.tokens = *r.tokens;
         in.context.format = "text";
       } else {
-        in.tokens = tok.encode(open_turn(tok, r.messages), true, true);
+        in.tokens = tokenize_bounded(open_turn(tok, r.messages), true, true, "context", "messages");
         in.context.format = "chat";
         for (const ChatMessage& m : r.messages) in.context.roles.push_back(m.role);
         continuation(tok, in.context.roles, {{"user", "?"}});  // the template can continue it
@@ -308,7 +324,7 @@ void HttpServer::handle_create_context(const httplib::Request& req, httplib::Res
     in.context.compression = in.compression.echo;
     auto job = std::make_shared<Job>(std::move(in));
     sched_.submit(job);
-    const ConnectionWatch watch(req);
+    const ConnectionWatch watch;
     const JobSnapshot s = await(*job, watch, finished);
     if (s.state == JobSnapshot::State::Failed) return send_error(res, *s.error);
     if (s.state == JobSnapshot::State::Cancelled || !s.context) {
@@ -325,10 +341,46 @@ void HttpServer::handle_create_context(const httplib::Request& req, httplib::Res
   }
 }
 
-void HttpServer::handle_list_contexts(const httplib::Request&, httplib::Response& res) {
-  nlohmann::json data = nlohmann::json::array();
-  for (const ContextInfo& i : sched_.contexts()) data.push_back(i.to_json(opt_.model_id));
-  res.set_content(dump_json({{"object", "list"}, {"data", data}}), "application/json");
+// GET /v1/contexts?limit=N&after=ID&order=asc|desc: one page (OpenAI's list shape: first_id,
+// last_id, has_more), ordered by creation time; `after` is the last id of the previous page.
+void HttpServer::handle_list_contexts(const httplib::Request& req, httplib::Response& res) {
+  try {
+    for (const auto& [k, v] : req.params)
+      if (k != "limit" && k != "after" && k != "order")
+        throw bad_request(fmt::format("unknown query parameter '{}' (accepted: limit, after, order)", k.substr(0, 64)),
+                          k.substr(0, 64), "unknown_parameter");
+    int64_t limit = kContextsPageDefault;
+    if (req.has_param("limit")) {
+      const std::string v = req.get_param_value("limit");
+      char* end = nullptr;
+      limit = std::strtoll(v.c_str(), &end, 10);
+      if (v.empty() || *end || limit < 1 || limit > kContextsPageMax)
+        throw bad_request(fmt::format("'limit' must be an integer in [1, {}], got '{}'", kContextsPageMax, v.substr(0, 32)),
+                          "limit");
+    }
+    const std::string order = req.has_param("order") ? req.get_param_value("order") : "desc";
+    if (order != "asc" && order != "desc") throw bad_request("'order' must be 'asc' or 'desc'", "order");
+    std::vector<ContextInfo> all = sched_.contexts();  // oldest first
+    if (order == "desc") std::reverse(all.begin(), all.end());
+    size_t start = 0;
+    if (req.has_param("after")) {
+      const std::string after = req.get_param_value("after");
+      const auto it = std::find_if(all.begin(), all.end(), [&](const ContextInfo& i) { return i.id == after; });
+      if (it == all.end())
+        throw bad_request(fmt::format("'after': no context '{}' (deleted?); list again from the start", after.substr(0, 64)),
+                          "after", "context_not_found");
+      start = static_cast<size_t>(it - all.begin()) + 1;
+    }
+    const size_t end = std::min(all.size(), start + static_cast<size_t>(limit));
+    nlohmann::json data = nlohmann::json::array();
+    for (size_t i = start; i < end; ++i) data.push_back(all[i].to_json(opt_.model_id));
+    nlohmann::json out = {{"object", "list"}, {"data", data}, {"has_more", end < all.size()}};
+    out["first_id"] = start < end ? nlohmann::json(all[start].id) : nlohmann::json(nullptr);
+    out["last_id"] = start < end ? nlohmann::json(all[end - 1].id) : nlohmann::json(nullptr);
+    res.set_content(dump_json(out), "application/json");
+  } catch (const ApiError& e) {
+    send_error(res, e);
+  }
 }
 
 void HttpServer::handle_get_context(const httplib::Request& req, httplib::Response& res) {

@@ -126,6 +126,38 @@ void refuse_unsupported(const JsonFields& f) {
   if (const nlohmann::json* t = f.get("tool_choice")) {
     if (!(t->is_string() && t->get<std::string>() == "none")) unsupported("tool_choice", "other than 'none'");
   }
+  // Current OpenAI fields: accepted (and ignored) when they cannot change the answer, refused
+  // when they would. Null is always "not given".
+  if (const nlohmann::json* m = f.get("modalities")) {
+    if (!m->is_array()) f.bad("modalities", "must be an array of strings");
+    for (const auto& x : *m) {
+      if (!x.is_string()) f.bad("modalities", "must be an array of strings");
+      if (x.get<std::string>() != "text") unsupported("modalities", "other than [\"text\"]");
+    }
+  }
+  if (f.has("audio")) unsupported("audio", "(audio output)");
+  if (f.has("web_search_options")) unsupported("web_search_options", "(web search)");
+  if (const nlohmann::json* p = f.get("prediction")) {
+    // Predicted outputs only speed generation up: the answer is the same.
+    JsonFields pr(*p, "prediction.");
+    pr.allow_only({"type", "content"});
+    if (pr.string("type", 32).value_or("content") != "content") pr.bad("type", "must be 'content'");
+  }
+  if (auto e = f.string("reasoning_effort", 16)) {
+    // These models do not reason before answering: any effort gives the same answer.
+    if (*e != "none" && *e != "minimal" && *e != "low" && *e != "medium" && *e != "high")
+      f.bad("reasoning_effort", "must be 'none', 'minimal', 'low', 'medium' or 'high'");
+  }
+  if (auto v = f.string("verbosity", 16); v && *v != "medium") unsupported("verbosity", "other than 'medium'");
+  f.string("prompt_cache_key", 1024);
+  f.string("safety_identifier", 1024);
+  if (const nlohmann::json* fn = f.get("functions")) {
+    if (!fn->is_array()) f.bad("functions", "must be an array");
+    if (!fn->empty()) unsupported("functions", "");
+  }
+  if (const nlohmann::json* fc = f.get("function_call")) {
+    if (!(fc->is_string() && fc->get<std::string>() == "none")) unsupported("function_call", "other than 'none'");
+  }
 }
 
 void parse_common(const JsonFields& f, const RequestLimits& lim, GenerateRequest& r, int default_max_tokens) {
@@ -225,6 +257,18 @@ Compression parse_compression(const nlohmann::json& j, const std::string& param)
     }
     c.echo["options"] = echo;
   }
+  // The engine's messages quote these names in C strings: a control character (a NUL) would cut
+  // the message; no valid name or value has one.
+  auto plain = [&](const std::string& key, const std::string& v) {
+    for (char ch : v)
+      if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) f.bad(key, "must not contain control characters");
+  };
+  plain("press", a.press);
+  plain("trigger", a.trigger);
+  for (const auto& [k, v] : a.options) {
+    plain("options", k);
+    plain("options", v);
+  }
   try {
     c.spec = make_compression_spec(a);
   } catch (const Error& e) {
@@ -242,8 +286,18 @@ Compression no_compression() {
   return c;
 }
 
-nlohmann::json parse_body(const std::string& body) {
-  nlohmann::json j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+nlohmann::json parse_body(const std::string& body, const RequestLimits& lim) {
+  // Bounded while parsing: a body of 8 MiB of "[1,1,1,..." would otherwise become millions of
+  // JSON values (tens of bytes each) before any field is checked.
+  size_t values = 0;
+  const size_t max_values = lim.max_json_values();
+  const auto bound = [&](int depth, nlohmann::json::parse_event_t ev, nlohmann::json&) {
+    if (depth > 64) throw bad_request("the request body is nested deeper than 64 levels", "", "invalid_json");
+    if (ev == nlohmann::json::parse_event_t::value && ++values > max_values)
+      throw bad_request(fmt::format("the request body holds more than {} JSON values", max_values), "", "invalid_json");
+    return true;
+  };
+  nlohmann::json j = nlohmann::json::parse(body, bound, /*allow_exceptions=*/false);
   if (j.is_discarded()) throw bad_request("the request body is not valid JSON", "", "invalid_json");
   if (!j.is_object()) throw bad_request(fmt::format("the request body must be a JSON object, got {}", json_type_name(j)));
   return j;
@@ -261,7 +315,7 @@ GenerateRequest parse_completion(const nlohmann::json& body, const RequestLimits
   f.allow_only({"model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "min_p", "n", "best_of", "stream",
                 "stream_options", "stop", "seed", "user", "logprobs", "echo", "suffix", "presence_penalty",
                 "frequency_penalty", "logit_bias", "kv_compression", "context_id", "ignore_eos", "metadata", "store",
-                "service_tier", "parallel_tool_calls"});
+                "service_tier", "parallel_tool_calls", "prompt_cache_key", "safety_identifier"});
   GenerateRequest r;
   parse_common(f, lim, r, lim.default_max_tokens_completion);
   const nlohmann::json* p = f.get("prompt");
@@ -302,7 +356,9 @@ GenerateRequest parse_chat(const nlohmann::json& body, const RequestLimits& lim)
   f.allow_only({"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "min_p", "n",
                 "stream", "stream_options", "stop", "seed", "user", "logprobs", "top_logprobs", "presence_penalty",
                 "frequency_penalty", "logit_bias", "response_format", "tools", "tool_choice", "parallel_tool_calls",
-                "store", "metadata", "service_tier", "kv_compression", "context_id", "ignore_eos"});
+                "store", "metadata", "service_tier", "kv_compression", "context_id", "ignore_eos", "modalities", "audio",
+                "prediction", "reasoning_effort", "verbosity", "web_search_options", "prompt_cache_key",
+                "safety_identifier", "functions", "function_call"});
   GenerateRequest r;
   r.chat = true;
   parse_common(f, lim, r, lim.default_max_tokens_chat);

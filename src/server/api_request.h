@@ -28,6 +28,8 @@ struct RequestLimits {
   int max_stop = 4;
   size_t max_stop_bytes = 256;
   int n_vocab = 0;                          // token ids in prompts must be below this
+  // JSON values one body may hold: a prompt of token ids, messages and their fields.
+  size_t max_json_values() const { return static_cast<size_t>(max_prompt_tokens) + 16 * max_messages + 4096; }
 };
 
 // `kv_compression`: anything `kvshrink run` accepts (press, keep | budget | quality, sinks,
@@ -72,8 +74,9 @@ GenerateRequest parse_completion(const nlohmann::json& body, const RequestLimits
 GenerateRequest parse_chat(const nlohmann::json& body, const RequestLimits& lim);
 ContextRequest parse_context(const nlohmann::json& body, const RequestLimits& lim);
 
-// Parses a body; malformed JSON (or a body that is not an object) is a 400.
-nlohmann::json parse_body(const std::string& body);
+// Parses a body; malformed JSON (or a body that is not an object) is a 400, and so is one nested
+// deeper than 64 or holding more values than a request can use (lim.max_json_values()).
+nlohmann::json parse_body(const std::string& body, const RequestLimits& lim);
 
 // Context ids: "ctx_" + hex, or what a .kvc file name gives: [A-Za-z0-9_-], 1..64 characters.
 bool valid_context_id(const std::string& id);

@@ -1,16 +1,18 @@
-// Server setup, authentication, error shaping and the small endpoints; the completion and
-// context handlers are in api_handlers.cpp.
+// Server setup, the keep-alive loop over our connections, the checks before routing, error
+// shaping and graceful stop. Endpoint handlers: api_handlers.cpp (completions, chat, contexts),
+// info_handlers.cpp (models, presses, tokenize, detokenize, metrics).
 #include "server/http_server.h"
 
 #include <fmt/format.h>
 #include <httplib.h>
+#include <poll.h>
+#include <sys/socket.h>
 
 #include <chrono>
-#include <csignal>
 #include <ctime>
 
 #include "core/error.h"
-#include "press/registry.h"
+#include "server/conn_stream.h"
 
 namespace kvs::server {
 
@@ -22,7 +24,8 @@ thread_local Clock::time_point t_request_start{};
 // The endpoint label of a path (metrics): known paths, or "other".
 std::string endpoint_of(const std::string& path) {
   static const char* known[] = {"/v1/completions", "/v1/chat/completions", "/v1/contexts", "/v1/models",
-                                "/v1/presses",     "/health",              "/metrics"};
+                                "/v1/presses",     "/health",              "/metrics",     "/tokenize",
+                                "/detokenize"};
   for (const char* k : known)
     if (path == k) return k;
   if (path.rfind("/v1/contexts/", 0) == 0) return "/v1/contexts/{id}";
@@ -30,63 +33,187 @@ std::string endpoint_of(const std::string& path) {
   return "other";
 }
 
-}  // namespace
+// What the server serves at a path: the methods, and whether they take a JSON body.
+struct RouteInfo {
+  bool found = false;
+  bool json_body = false;  // POST with a JSON body
+  std::string allow;       // methods, for 405's Allow header
+};
 
-bool constant_time_equal(const std::string& a, const std::string& b) {
-  // Every byte of the longer string is visited whatever the contents; only the lengths show.
-  const size_t n = std::max(a.size(), b.size());
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  for (size_t i = 0; i < n; ++i) {
-    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
-    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
-    diff |= static_cast<unsigned char>(x ^ y);
+RouteInfo route_of(const std::string& path) {
+  RouteInfo r;
+  r.found = true;
+  if (path == "/v1/completions" || path == "/v1/chat/completions" || path == "/tokenize" || path == "/detokenize") {
+    r.json_body = true;
+    r.allow = "POST";
+  } else if (path == "/v1/contexts") {
+    r.json_body = true;
+    r.allow = "GET, POST";
+  } else if (path.rfind("/v1/contexts/", 0) == 0 && path.find('/', 13) == std::string::npos) {
+    r.allow = "GET, DELETE";
+  } else if (path == "/v1/models" || path.rfind("/v1/models/", 0) == 0 || path == "/v1/presses" || path == "/health" ||
+             path == "/metrics") {
+    r.allow = "GET";
+  } else {
+    r.found = false;
   }
-  return diff == 0;
+  return r;
 }
 
+bool method_allowed(const RouteInfo& r, const std::string& method) {
+  const std::string m = method == "HEAD" ? "GET" : method;
+  size_t p = 0;
+  while (p < r.allow.size()) {
+    const size_t e = std::min(r.allow.find(',', p), r.allow.size());
+    if (r.allow.compare(p, e - p, m) == 0) return true;
+    p = e + 2;
+  }
+  return false;
+}
+
+const char* reason_phrase(int status) {
+  switch (status) {
+    case 408: return "Request Timeout";
+    case 413: return "Payload Too Large";
+    case 431: return "Request Header Fields Too Large";
+    case 503: return "Service Unavailable";
+    default: return "Bad Request";
+  }
+}
+
+// A refusal written straight to the connection (httplib did not answer: the request line never
+// came whole), then the connection closes.
+void write_refusal(ConnStream& s, const ApiError& e) {
+  const std::string body = dump_json(e.to_json());
+  const std::string head =
+      fmt::format("HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n{}\r\n",
+                  e.status(), reason_phrase(e.status()), body.size(), e.status() == 503 ? "Retry-After: 1\r\n" : "");
+  s.write((head + body).data(), head.size() + body.size());
+}
+
+ApiError timeout_error(ConnPhase ph, const ConnectionLimits& lim) {
+  if (ph == ConnPhase::Body)
+    return ApiError(408, fmt::format("the request body did not arrive within {} s (--body-timeout), or stalled for {} s "
+                                     "(--header-timeout)",
+                                     lim.body_timeout_s, lim.header_timeout_s),
+                    "invalid_request_error", "", "request_timeout");
+  return ApiError(408, fmt::format("the request line and headers did not arrive within {} s (--header-timeout)",
+                                   lim.header_timeout_s),
+                  "invalid_request_error", "", "request_timeout");
+}
+
+ApiError evicted_error() {
+  return ApiError(503, "the server is at its connection limit and closed this idle or slow connection; retry",
+                  "server_error", "", "too_many_connections");
+}
+
+ApiError stopping_error() { return ApiError(503, "the server is shutting down", "server_error", "", "shutting_down"); }
+
+// Reads and drops what the client still sends (at most `ms`), so that closing does not reset
+// the connection before the client has read our answer.
+void drain_briefly(int fd, int ms) {
+  const auto until = Clock::now() + std::chrono::milliseconds(ms);
+  char buf[16384];
+  size_t total = 0;
+  while (total < (size_t{4} << 20)) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
+    if (left <= 0) return;
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left)) <= 0) return;
+    const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n <= 0) return;
+    total += static_cast<size_t>(n);
+  }
+}
+
+thread_local ConnStream* t_stream = nullptr;
+
+}  // namespace
+
+ConnStream* current_conn_stream() { return t_stream; }
+
+// httplib's server with its request parser exposed: we own the connections and call it once
+// per request.
+class HttpServer::Httpd : public httplib::Server {
+ public:
+  // httplib only compares svr_sock_ with INVALID_SOCKET ("shutting down": a streaming response
+  // stops); we never let it touch the socket, which the listener owns.
+  Httpd() { svr_sock_ = 0; }
+  bool serve_one(httplib::Stream& s, bool close, bool& closed) { return process_request(s, close, closed, nullptr); }
+  void stop_streams() { svr_sock_ = INVALID_SOCKET; }
+};
+
 HttpServer::HttpServer(const Model& model, Scheduler& scheduler, Metrics& metrics, HttpOptions opt)
-    : model_(model), sched_(scheduler), metrics_(metrics), opt_(std::move(opt)), svr_(std::make_unique<httplib::Server>()) {
-  if (opt_.threads < 1 || opt_.threads > 4096) fail("--http-threads must be in 1..4096, got {}", opt_.threads);
+    : model_(model),
+      sched_(scheduler),
+      metrics_(metrics),
+      opt_(std::move(opt)),
+      guard_(GuardOptions{opt_.host, opt_.allowed_hosts, opt_.allow_origins, opt_.api_key, opt_.limits.max_body_bytes}),
+      listener_(opt_.connections),
+      svr_(std::make_unique<Httpd>()) {
+  const ConnectionLimits& c = opt_.connections;
+  auto positive = [](const char* name, double v) {
+    if (!(v > 0) || v > 86400) fail("{} must be in (0, 86400] seconds, got {}", name, v);
+  };
+  positive("--idle-timeout", c.idle_timeout_s);
+  positive("--header-timeout", c.header_timeout_s);
+  positive("--body-timeout", c.body_timeout_s);
+  positive("--write-timeout", c.write_timeout_s);
+  if (!(opt_.shutdown_grace_s >= 0) || opt_.shutdown_grace_s > 3600)
+    fail("--shutdown-grace must be in [0, 3600] seconds, got {}", opt_.shutdown_grace_s);
+  if (c.max_requests_per_connection < 1) fail("max requests per connection must be >= 1");
   if (opt_.model_id.empty()) opt_.model_id = model_.name.empty() ? "kvshrink" : model_.name;
   started_ = static_cast<int64_t>(std::time(nullptr));
-  const int threads = opt_.threads;
-  svr_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  svr_->set_keep_alive_max_count(static_cast<size_t>(c.max_requests_per_connection));
+  svr_->set_keep_alive_timeout(static_cast<time_t>(std::max(1.0, c.idle_timeout_s)));
+  // Bodies are read by our content receivers (read_body), capped there; this only backs it up.
   svr_->set_payload_max_length(opt_.limits.max_body_bytes);
-  svr_->set_keep_alive_max_count(1000);
-  svr_->set_read_timeout(30, 0);
-  svr_->set_write_timeout(30, 0);
   svr_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    t_request_start = Clock::now();
-    if (req.path == "/health" || authorized(req)) return httplib::Server::HandlerResponse::Unhandled;
-    res.set_header("WWW-Authenticate", "Bearer");
-    send_error(res, ApiError(401, "missing or invalid API key: send 'Authorization: Bearer KEY'",
-                             "authentication_error", "", "invalid_api_key"));
-    return httplib::Server::HandlerResponse::Handled;
+    return guard(req, res) ? httplib::Server::HandlerResponse::Handled : httplib::Server::HandlerResponse::Unhandled;
   });
-  // httplib's own refusals (no route, body too large, malformed request line or headers) get
-  // the same error shape; responses our handlers filled are left alone.
+  svr_->set_expect_100_continue_handler([this](const httplib::Request& req, httplib::Response& res) {
+    // Refuse before the client sends the body (the pre-routing checks, answered now).
+    return guard(req, res) ? res.status : 100;
+  });
+  // httplib's own refusals (a malformed request line or headers, a range) and what our stream
+  // cut short get the same error shape; responses our handlers filled are left alone.
   svr_->set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
+    ConnStream* s = t_stream;
+    if (s) s->close_after_response();
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    switch (res.status) {
-      case 404:
-        send_error(res, not_found(fmt::format("no endpoint {} {}", req.method, req.path.substr(0, 200)), "unknown_url"));
-        break;
-      case 413:
-        send_error(res, ApiError(413, fmt::format("the request body is larger than this server's limit of {} bytes",
-                                                  opt_.limits.max_body_bytes),
-                                 "invalid_request_error", "", "request_too_large"));
-        break;
-      case 405:
-        send_error(res, ApiError(405, fmt::format("method {} is not allowed on {}", req.method, req.path.substr(0, 200)),
-                                 "invalid_request_error", "", "method_not_allowed"));
-        break;
-      default:
-        send_error(res, ApiError(res.status >= 400 && res.status < 500 ? res.status : 400,
-                                 fmt::format("malformed HTTP request ({})", res.status), "invalid_request_error", "",
-                                 "bad_request"));
+    if (s && s->connection().evicted) {
+      send_error(res, evicted_error());
+    } else if (s && s->connection().woken) {
+      send_error(res, stopping_error());
+    } else if (s && s->failure() == ConnStream::Failure::Timeout) {
+      send_error(res, timeout_error(s->phase(), opt_.connections));
+    } else if (s && s->failure() == ConnStream::Failure::HeadersTooLarge) {
+      send_error(res, ApiError(431, fmt::format("the request line and headers are larger than {} bytes",
+                                                opt_.connections.max_header_bytes),
+                               "invalid_request_error", "", "headers_too_large"));
+    } else if (res.status == 413 || (s && s->failure() == ConnStream::Failure::BodyTooLarge)) {
+      send_error(res, ApiError(413, fmt::format("the request body is larger than this server's limit of {} bytes",
+                                                opt_.limits.max_body_bytes),
+                               "invalid_request_error", "", "request_too_large"));
+    } else if (res.status == 404) {
+      send_error(res, not_found(fmt::format("no endpoint {} {}", req.method.substr(0, 16), req.path.substr(0, 200)),
+                                "unknown_url"));
+    } else {
+      send_error(res, ApiError(res.status >= 400 && res.status < 500 ? res.status : 400,
+                               fmt::format("malformed HTTP request ({})", res.status), "invalid_request_error", "",
+                               "bad_request"));
     }
     return httplib::Server::HandlerResponse::Handled;
   }));
+  // Responses on a connection that will close say so (httplib decided keep-alive before the
+  // request was read).
+  svr_->set_post_routing_handler([this](const httplib::Request&, httplib::Response& res) {
+    ConnStream* s = t_stream;
+    if ((s && s->must_close()) || listener_.stopping()) {
+      res.headers.erase("Keep-Alive");
+      if (!res.has_header("Connection")) res.set_header("Connection", "close");
+    }
+  });
   svr_->set_exception_handler([this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
     std::string what = "unknown error";
     try {
@@ -107,48 +234,201 @@ HttpServer::HttpServer(const Model& model, Scheduler& scheduler, Metrics& metric
   routes();
 }
 
-HttpServer::~HttpServer() { stop(); }
-
-bool HttpServer::authorized(const httplib::Request& req) const {
-  if (opt_.api_key.empty()) return true;
-  const std::string h = req.get_header_value("Authorization");
-  const std::string prefix = "Bearer ";
-  if (h.size() < prefix.size() || h.compare(0, prefix.size(), prefix) != 0) return false;
-  return constant_time_equal(h.substr(prefix.size()), opt_.api_key);
+HttpServer::~HttpServer() {
+  stop();
+  listener_.close_all();
+  listener_.wait_drained(1e9);
 }
 
 void HttpServer::send_error(httplib::Response& res, const ApiError& e) const {
   res.status = e.status();
+  if (e.status() == 429 || e.status() == 503)
+    res.set_header("Retry-After", std::to_string(e.status() == 429 ? sched_.retry_after_s() : 1));
   res.set_content(dump_json(e.to_json()), "application/json");
 }
 
-void HttpServer::bind() {
-  // A client that goes away mid-response must not kill the server (httplib sends without
-  // MSG_NOSIGNAL).
-  std::signal(SIGPIPE, SIG_IGN);
-  if (opt_.port == 0) {
-    port_ = svr_->bind_to_any_port(opt_.host);
-  } else {
-    port_ = svr_->bind_to_port(opt_.host, opt_.port) ? opt_.port : -1;
+bool HttpServer::guard(const httplib::Request& req, httplib::Response& res) {
+  t_request_start = Clock::now();
+  ConnStream* s = t_stream;
+  try {
+    const Framing f = guard_.framing(req);
+    if (s)
+      s->begin_body(f.kind == Framing::Kind::Chunked  ? ConnStream::BodyMode::Chunked
+                    : f.kind == Framing::Kind::Length ? ConnStream::BodyMode::Length
+                                                      : ConnStream::BodyMode::None,
+                    f.length, 2 * opt_.limits.max_body_bytes + (64 << 10));
+    if (listener_.stopping()) throw stopping_error();
+    const bool health = req.path == "/health" && (req.method == "GET" || req.method == "HEAD");
+    if (health) return false;  // open: probes come with any Host, no key
+    guard_.check_host(req);
+    const std::optional<std::string> origin = guard_.check_origin(req);
+    if (origin) {
+      res.set_header("Access-Control-Allow-Origin", *origin);
+      res.set_header("Vary", "Origin");
+      res.set_header("Access-Control-Expose-Headers", "Retry-After");
+    }
+    const RouteInfo r = route_of(req.path);
+    if (req.method == "OPTIONS" && origin && req.has_header("Access-Control-Request-Method")) {
+      // A CORS preflight from an allowed origin.
+      if (!r.found) throw not_found(fmt::format("no endpoint {}", req.path.substr(0, 200)), "unknown_url");
+      res.status = 204;
+      res.set_header("Access-Control-Allow-Methods", r.allow);
+      std::string hdrs = req.get_header_value("Access-Control-Request-Headers");
+      for (char c : hdrs)
+        if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == ',' || c == ' ')) hdrs.clear();
+      res.set_header("Access-Control-Allow-Headers", hdrs.empty() ? "Authorization, Content-Type" : hdrs);
+      res.set_header("Access-Control-Max-Age", "600");
+      return true;
+    }
+    if (!guard_.authorized(req)) {
+      res.set_header("WWW-Authenticate", "Bearer");
+      throw ApiError(401, "missing or invalid API key: send 'Authorization: Bearer KEY'", "authentication_error", "",
+                     "invalid_api_key");
+    }
+    if (!r.found)
+      throw not_found(fmt::format("no endpoint {} {}", req.method.substr(0, 16), req.path.substr(0, 200)), "unknown_url");
+    if (!method_allowed(r, req.method)) {
+      res.set_header("Allow", r.allow);
+      throw ApiError(405, fmt::format("method {} is not allowed on {} (allowed: {})", req.method.substr(0, 16),
+                                      req.path.substr(0, 200), r.allow),
+                     "invalid_request_error", "", "method_not_allowed");
+    }
+    if (r.json_body && req.method == "POST" && !RequestGuard::is_json_content_type(req.get_header_value("Content-Type")))
+      throw ApiError(415, fmt::format("the body must be JSON sent as 'Content-Type: application/json' (got '{}')",
+                                      req.has_header("Content-Type") ? req.get_header_value("Content-Type").substr(0, 100)
+                                                                     : "none"),
+                     "invalid_request_error", "", "unsupported_media_type");
+    return false;
+  } catch (const ApiError& e) {
+    send_error(res, e);
+    if (s) s->close_after_response();  // the body (if any) stays unread
+    return true;
   }
-  if (port_ <= 0) fail("cannot listen on {}:{} (address in use, or not an address of this machine?)", opt_.host, opt_.port);
+}
+
+bool HttpServer::read_body(const httplib::Request&, httplib::Response& res, const httplib::ContentReader& reader,
+                           std::string& body) {
+  ConnStream* s = t_stream;
+  const size_t limit = opt_.limits.max_body_bytes;
+  const size_t budget = opt_.connections.max_body_buffer_bytes;
+  bool too_large = false, no_room = false;
+  const bool ok = reader([&](const char* d, size_t n) {
+    if (body.size() + n > limit) {
+      too_large = true;
+      return false;
+    }
+    if (body_bytes_.fetch_add(n) + n > budget) {
+      body_bytes_ -= n;
+      no_room = true;
+      return false;
+    }
+    body.append(d, n);
+    return true;
+  });
+  if (s) s->end_body(ok);
+  if (ok) return true;
+  if (s) s->close_after_response();
+  if (too_large || (s && s->failure() == ConnStream::Failure::BodyTooLarge)) {
+    send_error(res, ApiError(413, fmt::format("the request body is larger than this server's limit of {} bytes "
+                                              "(--max-body-mib)",
+                                              limit),
+                             "invalid_request_error", "", "request_too_large"));
+  } else if (no_room) {
+    send_error(res, ApiError(503, fmt::format("the server holds {} bytes of request bodies, its limit; retry later",
+                                              budget),
+                             "server_error", "", "server_busy"));
+  } else if (s && s->failure() == ConnStream::Failure::Timeout) {
+    send_error(res, timeout_error(ConnPhase::Body, opt_.connections));
+  } else {
+    send_error(res, bad_request("the request body is incomplete or its chunked framing is malformed", "", "bad_framing"));
+  }
+  return false;
+}
+
+void HttpServer::serve_connection(Connection& c) {
+  ConnStream s(c, opt_.connections);
+  t_stream = &s;
+  const ConnectionLimits& lim = opt_.connections;
+  for (int n = 0; n < lim.max_requests_per_connection; ++n) {
+    if (!s.await_request()) {
+      if (c.evicted) {
+        write_refusal(s, evicted_error());
+      } else if (s.failure() == ConnStream::Failure::Timeout && n == 0) {
+        // A client that connected and sent nothing: say why it is closed (a kept-alive one that
+        // sent no further request is closed silently, as HTTP/1.1 clients expect).
+        write_refusal(s, ApiError(408, fmt::format("no request within {} s of connecting (--idle-timeout)",
+                                                   lim.idle_timeout_s),
+                                  "invalid_request_error", "", "request_timeout"));
+        metrics_.http_timeout("idle");
+      }
+      break;
+    }
+    const bool last = n + 1 == lim.max_requests_per_connection || listener_.stopping();
+    bool closed = false;
+    const ConnStream::Failure before = s.failure();
+    const bool ok = svr_->serve_one(s, last, closed);
+    if (s.failure() == ConnStream::Failure::Timeout && before != ConnStream::Failure::Timeout)
+      metrics_.http_timeout(s.phase() == ConnPhase::Body ? "body" : s.phase() == ConnPhase::Handler ? "write" : "headers");
+    if (!ok && s.phase() == ConnPhase::Headers && !s.peer_closed()) {
+      // The request line never came whole: httplib wrote nothing.
+      if (c.evicted)
+        write_refusal(s, evicted_error());
+      else if (s.failure() == ConnStream::Failure::Timeout)
+        write_refusal(s, timeout_error(ConnPhase::Headers, lim));
+      else if (s.failure() == ConnStream::Failure::HeadersTooLarge)
+        write_refusal(s, ApiError(431, fmt::format("the request line is longer than {} bytes", lim.max_header_bytes),
+                                  "invalid_request_error", "", "headers_too_large"));
+    }
+    if (!ok || closed || last || s.must_close() || listener_.stopping()) break;
+  }
+  t_stream = nullptr;
+  if (!s.peer_closed()) {
+    // Lingering close: our FIN first, then drop what the client still sends for a moment, so
+    // that an answer sent before reading its whole body is not lost to a reset.
+    ::shutdown(c.fd, SHUT_WR);
+    drain_briefly(c.fd, 500);
+  }
+}
+
+void HttpServer::bind() {
+  port_ = listener_.bind(opt_.host, opt_.port);
 }
 
 void HttpServer::listen() {
   if (port_ <= 0) bind();
-  svr_->listen_after_bind();
+  listener_.run([this](Connection& c) { serve_connection(c); });
+  // Stopping: requests in flight get the grace period to finish.
+  if (listener_.wait_drained(opt_.shutdown_grace_s)) return;
+  sched_.shutdown();  // fails what still runs or waits: 503, or an error event + [DONE] on a stream
+  if (listener_.wait_drained(std::min(2.0, opt_.connections.write_timeout_s))) return;
+  svr_->stop_streams();
+  listener_.close_all();
+  listener_.wait_drained(1e9);
 }
 
-void HttpServer::stop() {
-  if (svr_ && svr_->is_running()) svr_->stop();
-}
+void HttpServer::stop() { listener_.stop_accepting(); }
 
 void HttpServer::routes() {
+  using httplib::ContentReader;
   using httplib::Request;
   using httplib::Response;
-  svr_->Post("/v1/completions", [this](const Request& q, Response& r) { handle_generate(q, r, false); });
-  svr_->Post("/v1/chat/completions", [this](const Request& q, Response& r) { handle_generate(q, r, true); });
-  svr_->Post("/v1/contexts", [this](const Request& q, Response& r) { handle_create_context(q, r); });
+  // JSON endpoints read their body themselves (read_body: capped whatever the framing).
+  auto json_post = [this](const char* path, void (HttpServer::*h)(const Request&, Response&, const std::string&)) {
+    svr_->Post(path, [this, h](const Request& q, Response& r, const ContentReader& rd) {
+      std::string body;
+      struct Held {  // the body's bytes count against the budget until the handler returns
+        std::atomic<size_t>& total;
+        const std::string& b;
+        ~Held() { total -= b.size(); }
+      } held{body_bytes_, body};
+      if (read_body(q, r, rd, body)) (this->*h)(q, r, body);
+    });
+  };
+  json_post("/v1/completions", &HttpServer::handle_completion);
+  json_post("/v1/chat/completions", &HttpServer::handle_chat);
+  json_post("/v1/contexts", &HttpServer::handle_create_context);
+  json_post("/tokenize", &HttpServer::handle_tokenize);
+  json_post("/detokenize", &HttpServer::handle_detokenize);
   svr_->Get("/v1/contexts", [this](const Request& q, Response& r) { handle_list_contexts(q, r); });
   svr_->Get(R"(/v1/contexts/([^/]*))", [this](const Request& q, Response& r) { handle_get_context(q, r); });
   svr_->Delete(R"(/v1/contexts/([^/]*))", [this](const Request& q, Response& r) { handle_delete_context(q, r); });
@@ -157,65 +437,21 @@ void HttpServer::routes() {
   svr_->Get("/v1/presses", [this](const Request& q, Response& r) { handle_presses(q, r); });
   svr_->Get("/health", [](const Request&, Response& r) { r.set_content(R"({"status":"ok"})", "application/json"); });
   svr_->Get("/metrics", [this](const Request&, Response& r) {
-    r.set_content(metrics_.render(), "text/plain; version=0.0.4; charset=utf-8");
+    r.set_content(render_metrics(), "text/plain; version=0.0.4; charset=utf-8");
   });
-  // The right path with the wrong method: 405 rather than httplib's 404.
-  auto not_allowed = [](const Request&, Response& r) { r.status = 405; };
-  for (const char* p : {"/v1/completions", "/v1/chat/completions"}) {
-    svr_->Get(p, not_allowed);
-    svr_->Put(p, not_allowed);
-    svr_->Delete(p, not_allowed);
-  }
-  for (const char* p : {"/v1/models", "/health", "/metrics", "/v1/presses"}) {
-    svr_->Post(p, not_allowed);
-    svr_->Put(p, not_allowed);
-    svr_->Delete(p, not_allowed);
-  }
-  svr_->Put("/v1/contexts", not_allowed);
-  svr_->Delete("/v1/contexts", not_allowed);
-  svr_->Put(R"(/v1/contexts/([^/]*))", not_allowed);
-  svr_->Post(R"(/v1/contexts/([^/]*))", not_allowed);
 }
 
-void HttpServer::handle_models(const httplib::Request& req, httplib::Response& res, bool one) {
-  nlohmann::json m;
-  m["id"] = opt_.model_id;
-  m["object"] = "model";
-  m["created"] = started_;
-  m["owned_by"] = "kvshrink";
-  m["meta"] = {{"n_ctx_train", model_.hp.n_ctx_train}, {"n_vocab", model_.hp.n_vocab}, {"n_layer", model_.hp.n_layer},
-               {"ctx_size", opt_.limits.ctx_size}};
-  if (one) {
-    const std::string id = req.matches.size() > 1 ? req.matches[1].str() : "";
-    if (id != opt_.model_id) {
-      send_error(res, not_found(fmt::format("no model '{}' (this server serves '{}')", id.substr(0, 200), opt_.model_id),
-                                "model_not_found"));
-      return;
-    }
-    res.set_content(dump_json(m), "application/json");
-    return;
-  }
-  res.set_content(dump_json({{"object", "list"}, {"data", nlohmann::json::array({m})}}), "application/json");
-}
-
-void HttpServer::handle_presses(const httplib::Request&, httplib::Response& res) {
-  nlohmann::json list = nlohmann::json::array();
-  for (const PressInfo& p : press_registry()) {
-    nlohmann::json opts = nlohmann::json::array();
-    for (const ParamSpec& s : p.params)
-      opts.push_back({{"name", s.name}, {"default", s.default_value}, {"range", s.range_text()}, {"doc", s.doc}});
-    list.push_back({{"name", p.name},
-                    {"paper", p.paper},
-                    {"description", p.description},
-                    {"default_sinks", p.default_sinks},
-                    {"default_window", p.default_window},
-                    {"default_trigger", p.default_trigger.describe()},
-                    {"default_allocator", p.default_allocator},
-                    {"options", opts}});
-  }
-  nlohmann::json allocs = nlohmann::json::array();
-  for (const AllocatorInfo& a : allocator_registry()) allocs.push_back({{"name", a.name}, {"description", a.description}});
-  res.set_content(dump_json({{"object", "list"}, {"data", list}, {"allocators", allocs}}), "application/json");
+std::string HttpServer::render_metrics() const {
+  const ListenerStats st = listener_.stats();
+  HttpGauges g;
+  g.connections_open = st.open;
+  g.connections_accepted = st.accepted;
+  g.rejected_max_connections = st.rejected_total_cap;
+  g.rejected_per_client = st.rejected_per_client;
+  g.rejected_stopping = st.rejected_stopping;
+  g.evicted = st.evicted;
+  g.body_bytes = body_bytes_.load();
+  return metrics_.render(g);
 }
 
 }  // namespace kvs::server

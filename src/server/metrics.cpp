@@ -79,6 +79,11 @@ void Metrics::rejected(const std::string& reason) {
   ++rejected_[reason];
 }
 
+void Metrics::http_timeout(const std::string& phase) {
+  std::lock_guard<std::mutex> l(mu_);
+  ++http_timeouts_[phase];
+}
+
 void Metrics::set_gauges(const SchedulerGauges& g) {
   std::lock_guard<std::mutex> l(mu_);
   g_ = g;
@@ -89,7 +94,7 @@ SchedulerGauges Metrics::gauges() const {
   return g_;
 }
 
-std::string Metrics::render() const {
+std::string Metrics::render(const HttpGauges& http) const {
   std::lock_guard<std::mutex> l(mu_);
   std::string o;
   header(o, "kvshrink_requests_total", "counter", "HTTP requests by endpoint and status code.");
@@ -130,6 +135,22 @@ std::string Metrics::render() const {
   scalar(o, "kvshrink_sequences_decoding", "gauge", "Sequences in flight that are generating (past their prompt).", g_.decoding);
   scalar(o, "kvshrink_sequences_queued", "gauge", "Requests waiting for admission.", g_.queued);
   scalar(o, "kvshrink_contexts", "gauge", "Stored compressed contexts.", g_.contexts);
+  scalar(o, "kvshrink_http_connections", "gauge", "Open HTTP connections.", http.connections_open);
+  scalar(o, "kvshrink_http_connections_accepted_total", "counter", "HTTP connections accepted.", http.connections_accepted);
+  header(o, "kvshrink_http_connections_rejected_total", "counter",
+         "HTTP connections answered 503 at once, by reason (max_connections, per_client, shutting_down).");
+  o += fmt::format("kvshrink_http_connections_rejected_total{{reason=\"max_connections\"}} {}\n", http.rejected_max_connections);
+  o += fmt::format("kvshrink_http_connections_rejected_total{{reason=\"per_client\"}} {}\n", http.rejected_per_client);
+  o += fmt::format("kvshrink_http_connections_rejected_total{{reason=\"shutting_down\"}} {}\n", http.rejected_stopping);
+  scalar(o, "kvshrink_http_connections_evicted_total", "counter",
+         "Idle or slow HTTP connections closed to make room at the connection cap.", http.evicted);
+  header(o, "kvshrink_http_timeouts_total", "counter",
+         "HTTP connections closed for a timeout, by phase (idle, headers, body, write).");
+  for (const char* ph : {"idle", "headers", "body", "write"}) {
+    const auto it = http_timeouts_.find(ph);
+    o += fmt::format("kvshrink_http_timeouts_total{{phase=\"{}\"}} {}\n", ph, it == http_timeouts_.end() ? 0 : it->second);
+  }
+  scalar(o, "kvshrink_http_body_bytes", "gauge", "Request bodies held in memory now.", http.body_bytes);
   return o;
 }
 

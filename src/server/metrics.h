@@ -23,6 +23,15 @@ struct SchedulerGauges {
   size_t contexts = 0;            // stored contexts
 };
 
+// The HTTP front end's connection figures, read when /metrics is rendered.
+struct HttpGauges {
+  int connections_open = 0;
+  uint64_t connections_accepted = 0;
+  uint64_t rejected_max_connections = 0, rejected_per_client = 0, rejected_stopping = 0;
+  uint64_t evicted = 0;
+  size_t body_bytes = 0;  // request bodies held in memory now
+};
+
 class Metrics {
  public:
   // One finished HTTP request (endpoint: "/v1/completions", ...; anything unknown is "other").
@@ -32,11 +41,12 @@ class Metrics {
   void step(int decode_rows, int prefill_rows, double seconds);
   void cancelled();
   void rejected(const std::string& reason);  // "queue_full", "queue_timeout", "kv_memory", ...
+  void http_timeout(const std::string& phase);  // "idle", "headers", "body", "write"
   void set_gauges(const SchedulerGauges& g);
   SchedulerGauges gauges() const;
   int64_t cancelled_count() const;
 
-  std::string render() const;
+  std::string render(const HttpGauges& http = {}) const;
 
  private:
   static constexpr std::array<double, 12> kBuckets{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 120};
@@ -55,6 +65,7 @@ class Metrics {
   double step_seconds_ = 0;
   int64_t cancelled_ = 0;
   std::map<std::string, uint64_t> rejected_;
+  std::map<std::string, uint64_t> http_timeouts_;
   SchedulerGauges g_;
 };
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <ctime>
 #include <future>
 #include <set>
@@ -55,7 +56,10 @@ void Scheduler::shutdown() {
   if (!thread_.joinable()) return;
   thread_.join();
   const ApiError bye(503, "the server is shutting down", "server_error", "", "shutting_down");
-  for (auto& a : active_) a->job->fail(bye);
+  for (auto& a : active_) {
+    count_unfinished(*a);
+    a->job->fail(bye);
+  }
   active_.clear();
   std::deque<std::shared_ptr<Job>> queued;
   std::vector<std::function<void()>> cmds;
@@ -82,6 +86,16 @@ void Scheduler::submit(std::shared_ptr<Job> job) {
   cv_.notify_all();
 }
 
+int Scheduler::retry_after_s() const {
+  size_t queued = 0;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    queued = queue_.size();
+  }
+  const double s = (static_cast<double>(queued) + 1) * mean_run_s_.load() / opt_.parallel;
+  return static_cast<int>(std::clamp(std::ceil(s), 1.0, 60.0));
+}
+
 std::optional<ContextInfo> Scheduler::context_info(const std::string& id) const {
   std::lock_guard<std::mutex> l(mu_);
   const auto it = infos_.find(id);
@@ -94,7 +108,8 @@ std::vector<ContextInfo> Scheduler::contexts() const {
   std::vector<ContextInfo> out;
   for (const auto& [id, i] : infos_) out.push_back(i);
   std::sort(out.begin(), out.end(), [](const ContextInfo& a, const ContextInfo& b) {
-    return a.created != b.created ? a.created < b.created : a.id < b.id;
+    if (a.created != b.created) return a.created < b.created;
+    return a.seq != b.seq ? a.seq < b.seq : a.id < b.id;
   });
   return out;
 }
@@ -320,10 +335,22 @@ void Scheduler::admit() {
   }
 }
 
+void Scheduler::count_unfinished(const Active& a) {
+  const JobInput& in = a.job->input;
+  int64_t left = 0;  // prompt tokens not prefilled yet
+  if (a.answer)
+    left = a.answer->phase() == Stepper::Phase::Prefill ? a.answer->prefill_left() : 0;
+  else if (a.builder)
+    left = a.builder->prefill_left() + (in.kind == JobInput::Kind::Generate ? 1 : 0);
+  const int64_t generated = a.answer ? static_cast<int64_t>(a.answer->tokens().size()) : 0;
+  metrics_.tokens(std::max<int64_t>(0, static_cast<int64_t>(in.tokens.size()) - left), generated);
+}
+
 void Scheduler::drop_cancelled() {
   for (auto it = active_.begin(); it != active_.end();) {
     if ((*it)->job->cancelled()) {
       metrics_.cancelled();
+      count_unfinished(**it);  // what it prefilled and generated counts, as for any other request
       (*it)->job->update([](JobSnapshot& s) { s.state = JobSnapshot::State::Cancelled; });
       it = active_.erase(it);  // its sequence's pages go back to the pool here
     } else {
@@ -397,12 +424,14 @@ void Scheduler::publish(Active& a) {
 
 void Scheduler::finish(Active& a) {
   const JobInput& in = a.job->input;
+  mean_run_s_ = 0.8 * mean_run_s_.load() + 0.2 * a.t.seconds();
   if (in.kind == JobInput::Kind::CreateContext) {
     BuiltContext b = a.builder->take();
     auto sc = std::make_shared<ServedContext>();
     sc->info = in.context;
     sc->info.id = new_context_id();
     sc->info.created = static_cast<int64_t>(std::time(nullptr));
+    sc->info.seq = ++context_seq_;
     sc->info.n_tokens = b.n_tokens;
     sc->info.kv_bytes_full = b.full_bytes;
     sc->info.kv_bytes_held = b.seq.cache->bytes_held();
@@ -440,7 +469,10 @@ void Scheduler::finish(Active& a) {
   u.kv_bytes_full = full_context_bytes(c.layout(), c.n_past());
   u.kv_bytes_held = c.bytes_held();
   u.kv_bytes_peak = ans.kv_bytes_peak();
-  u.keep_ratio = src ? src->keep_measured() : 1.0;
+  // What the sequence holds at the end, measured: slots held over every position in every head
+  // (decode-time evictions and memory-triggered compressions included).
+  const size_t all_slots = static_cast<size_t>(c.n_past()) * static_cast<size_t>(c.layout().n_heads_total());
+  u.keep_ratio = all_slots ? static_cast<double>(c.total_slots()) / static_cast<double>(all_slots) : 1.0;
   u.keep_chosen = src ? src->keep_chosen() : std::nullopt;
   u.press = src ? src->spec.press.name : in.compression.spec.press.name;
   u.evictions = ans.evictions();
@@ -470,6 +502,7 @@ void Scheduler::fail(Active& a, const std::string& message, bool out_of_memory) 
     });
     return;
   }
+  count_unfinished(a);
   if (out_of_memory) {
     metrics_.rejected("kv_memory");
     a.job->fail(too_many_requests(fmt::format("out of KV memory: {}; retry later", message), "kv_memory_exhausted"));

@@ -15,6 +15,7 @@
 // Cancellation: a job whose client went away is flagged by its handler; between steps the
 // scheduler drops it, and its sequence's pages go back to the pool.
 #pragma once
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -66,6 +67,10 @@ class Scheduler {
   // running on it finish normally (their forks keep the pages they share until then).
   bool remove_context(const std::string& id);
 
+  // Seconds a refused client should wait before retrying (429's Retry-After): the queue ahead of
+  // it times the mean time a request runs, over the parallel slots; 1..60.
+  int retry_after_s() const;
+
   const std::vector<std::string>& restore_problems() const { return restore_problems_; }
   const Engine& engine() const { return engine_; }
 
@@ -80,6 +85,7 @@ class Scheduler {
   void admit();
   bool start(std::shared_ptr<Job> job);  // false: refused (the job was failed)
   void drop_cancelled();
+  void count_unfinished(const Active& a);  // tokens of a job that leaves without finish()
   void step();
   void publish(Active& a);
   void finish(Active& a);
@@ -102,9 +108,11 @@ class Scheduler {
   std::vector<std::function<void()>> commands_;
   std::map<std::string, ContextInfo> infos_;
   bool stop_ = false;
+  std::atomic<double> mean_run_s_{1.0};  // moving average of admission-to-end time
 
   std::vector<std::unique_ptr<Active>> active_;  // scheduler thread only
   std::mt19937_64 rng_;
+  uint64_t context_seq_ = 0;  // creation order of contexts (scheduler thread)
   std::thread thread_;
 };
 

@@ -18,6 +18,7 @@ namespace kvs::server {
 struct ContextInfo {
   std::string id;
   int64_t created = 0;             // unix seconds
+  uint64_t seq = 0;                // creation order among contexts of this server run (ties of `created`)
   std::string format = "text";     // "text" (from `text`) or "chat" (from `messages`, last turn open)
   std::vector<std::string> roles;  // chat: the roles of its messages (how a conversation continues)
   int32_t n_tokens = 0;            // tokens of the context

@@ -30,8 +30,10 @@ class Server {
   Server(const Model& model, ServeOptions opt);
   ~Server();
   int port() const { return http_->port(); }
-  void run();   // serves until stop()
-  void stop();
+  // Serves until stop(), then stops gracefully (HttpOptions::shutdown_grace_s) and returns once
+  // every connection is closed.
+  void run();
+  void stop();  // starts the graceful stop; from any thread
 
   Engine& engine() { return *engine_; }
   Metrics& metrics() { return metrics_; }

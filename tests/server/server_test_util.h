@@ -5,11 +5,13 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <nlohmann/json.hpp>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cctype>
+#include <cmath>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -44,7 +46,7 @@ inline server::ServeOptions test_options() {
   server::ServeOptions o;
   o.engine.n_threads = 2;
   o.http.port = 0;  // any free port, loopback
-  o.http.threads = 16;
+  o.http.shutdown_grace_s = 2;
   o.http.limits.ctx_size = 512;
   o.http.limits.max_prompt_tokens = 400;
   o.http.limits.max_tokens = 256;
@@ -167,6 +169,66 @@ inline std::string raw_exchange(int port, const std::string& bytes) {
   return out;
 }
 
+// A socket connected to the server from a given loopback address (127.0.0.0/8 is all loopback
+// on Linux: tests play several clients).
+inline int connect_from(int port, const std::string& local_ip) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in l{};
+  l.sin_family = AF_INET;
+  inet_pton(AF_INET, local_ip.c_str(), &l.sin_addr);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&l), sizeof l) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Reads from `fd` until a whole response came, the server closed, or `seconds` passed.
+inline std::string read_response(int fd, double seconds) {
+  std::string out;
+  char buf[4096];
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int>(seconds * 1000));
+  while (!raw_complete(out)) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now()).count();
+    if (left <= 0) break;
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left)) <= 0) break;
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+// The value of a response header (case-insensitive name), "" if absent.
+inline std::string raw_header(const std::string& resp, const std::string& name) {
+  const size_t end = resp.find("\r\n\r\n");
+  std::string head = resp.substr(0, end), lname = name;
+  for (char& c : head) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (char& c : lname) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const size_t p = head.find("\r\n" + lname + ":");
+  if (p == std::string::npos) return "";
+  size_t b = p + 3 + lname.size();
+  while (b < head.size() && head[b] == ' ') ++b;
+  return resp.substr(b, std::min(head.find("\r\n", b), head.size()) - b);
+}
+
+// A JSON POST as raw bytes (Host: 127.0.0.1, application/json unless `extra` says otherwise).
+inline std::string raw_post(const std::string& path, const std::string& body, const std::string& extra = "",
+                            const std::string& content_type = "application/json") {
+  return "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n" +
+         (content_type.empty() ? std::string() : "Content-Type: " + content_type + "\r\n") + extra +
+         "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
 // The status code of a raw HTTP response ("HTTP/1.1 400 Bad Request" -> 400), 0 if none.
 inline int raw_status(const std::string& resp) {
   if (resp.rfind("HTTP/1.", 0) != 0 || resp.size() < 12) return 0;
@@ -178,16 +240,23 @@ inline nlohmann::json raw_body_json(const std::string& resp) {
   return nlohmann::json::parse(resp.substr(p + 4), nullptr, false);
 }
 
-// Parses a Prometheus text line "name{...} value" or "name value".
-inline double metric(const std::string& text, const std::string& name_and_labels) {
-  size_t p = 0;
-  while ((p = text.find(name_and_labels, p)) != std::string::npos) {
-    const bool line_start = p == 0 || text[p - 1] == '\n';
+// Parses a Prometheus text line "name{...} value" or "name value". A metric that is not there
+// fails the test (a renamed metric must not pass a "less than" check) and reads as NaN, which
+// every comparison refuses.
+inline bool has_metric(const std::string& text, const std::string& name_and_labels) {
+  for (size_t p = 0; (p = text.find(name_and_labels, p)) != std::string::npos; p += name_and_labels.size()) {
     const size_t after = p + name_and_labels.size();
-    if (line_start && after < text.size() && text[after] == ' ') return std::atof(text.c_str() + after + 1);
-    p = after;
+    if ((p == 0 || text[p - 1] == '\n') && after < text.size() && text[after] == ' ') return true;
   }
-  return -1;
+  return false;
+}
+inline double metric(const std::string& text, const std::string& name_and_labels) {
+  for (size_t p = 0; (p = text.find(name_and_labels, p)) != std::string::npos; p += name_and_labels.size()) {
+    const size_t after = p + name_and_labels.size();
+    if ((p == 0 || text[p - 1] == '\n') && after < text.size() && text[after] == ' ') return std::atof(text.c_str() + after + 1);
+  }
+  ADD_FAILURE() << "no metric '" << name_and_labels << "' in /metrics";
+  return std::nan("");
 }
 
 // The error object is OpenAI's shape.

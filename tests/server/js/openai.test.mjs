@@ -5,7 +5,10 @@
 // the model; every server listens on a free loopback port.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, execFileSync } from 'node:child_process';
+import { writeFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import OpenAI from 'openai';
 
 const BIN = process.env.KVSHRINK_BIN;
@@ -32,7 +35,10 @@ function startServer(extra = []) {
         resolve({ proc, url: m[1] });
       }
     });
-    proc.on('exit', (code) => reject(new Error(`server exited (${code}): ${err}`)));
+    proc.on('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`server exited (${code}): ${err}`));
+    });
   });
 }
 
@@ -51,6 +57,21 @@ async function metric(url, name) {
     if (line.startsWith(name + ' ')) return Number(line.slice(name.length + 1));
   }
   return NaN;
+}
+
+// `kvshrink generate` (greedy, 2 threads) on the same prompt: the independent reference for the
+// server's prompt assembly and detokenization. The CLI echoes a completion's prompt and ends with
+// a newline.
+function cliGenerate(prompt, args) {
+  const dir = mkdtempSync(join(tmpdir(), 'kvs-js-'));
+  try {
+    const file = join(dir, 'prompt.txt');
+    writeFileSync(file, prompt);
+    return execFileSync(BIN, ['generate', '-m', MODEL, '-t', '2', '-q', '--temp', '0', '-f', file, ...args],
+                        { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 let srv;
@@ -74,7 +95,7 @@ test('models.list names the served model', async () => {
   assert.equal(one.id, models.data[0].id);
 });
 
-test('completions: greedy, usage with KV figures, deterministic', async () => {
+test('completions: greedy, the CLI\'s text, usage with KV figures', async () => {
   const req = { model: 'any', prompt: STORY, max_tokens: 12, temperature: 0 };
   const a = await client.completions.create(req);
   assert.equal(a.object, 'text_completion');
@@ -83,27 +104,39 @@ test('completions: greedy, usage with KV figures, deterministic', async () => {
   assert.equal(a.usage.completion_tokens, 12);
   assert.equal(a.usage.total_tokens, a.usage.prompt_tokens + 12);
   assert.ok(a.usage.kv_bytes_held > 0);
-  const b = await client.completions.create(req);
-  assert.equal(a.choices[0].text, b.choices[0].text);
+  const cli = cliGenerate(STORY, ['-n', '12']);
+  assert.ok(cli.startsWith(STORY), cli);
+  assert.equal(a.choices[0].text, cli.slice(STORY.length, -1));
+  assert.ok(a.choices[0].text.length > 0);
 });
 
-test('completions with kv_compression (an extra body field)', async () => {
+test('completions with kv_compression (an extra body field): exact keep ratio, the CLI\'s text', async () => {
   const r = await client.completions.create({
-    model: 'any', prompt: STORY, max_tokens: 8, temperature: 0,
+    model: 'any', prompt: STORY, max_tokens: 8, temperature: 0, ignore_eos: true,
     kv_compression: { press: 'snapkv', keep: 0.5, options: { window_size: 8 } },
   });
   assert.equal(r.usage.kv_press, 'snapkv');
   assert.ok(r.usage.kv_bytes_held < r.usage.kv_bytes_full);
-  assert.ok(Math.abs(r.usage.kv_keep_ratio - 0.5) < 0.1);
+  // SnapKV keeps round(0.5 (n - 1)) of the n - 1 compressed prompt tokens in every head (uniform
+  // allocator, no sinks or window); the last prompt token and 7 of the 8 generated tokens follow:
+  // K + 8 of the n + 7 positions are held at the end.
+  const n = r.usage.prompt_tokens;
+  const K = Math.round(0.5 * (n - 1));
+  assert.equal(r.usage.kv_keep_ratio, (K + 8) / (n + 7));
+  const cli = cliGenerate(STORY, ['-n', '8', '--ignore-eos', '--press', 'snapkv', '--keep', '0.5', '--opt', 'window_size=8']);
+  assert.equal(r.choices[0].text, cli.slice(STORY.length, -1));
 });
 
 test('chat completions, and the same answer streamed', async () => {
   const messages = [{ role: 'system', content: 'You tell stories.' }, { role: 'user', content: STORY }];
-  const full = await client.chat.completions.create({ model: 'any', messages, max_tokens: 10, temperature: 0 });
+  const full = await client.chat.completions.create({ model: 'any', messages, max_tokens: 10, temperature: 0, ignore_eos: true });
   assert.equal(full.object, 'chat.completion');
   assert.equal(full.choices[0].message.role, 'assistant');
+  assert.equal(full.choices[0].message.content + '\n',
+               cliGenerate(STORY, ['-n', '10', '--ignore-eos', '--chat', '--system', 'You tell stories.']));
   const stream = await client.chat.completions.create({
-    model: 'any', messages, max_tokens: 10, temperature: 0, stream: true, stream_options: { include_usage: true },
+    model: 'any', messages, max_tokens: 10, temperature: 0, ignore_eos: true, stream: true,
+    stream_options: { include_usage: true },
   });
   let text = '';
   let finish = null;
@@ -186,10 +219,15 @@ test('errors come back as the client\'s typed errors', async () => {
   );
   await assert.rejects(client.models.retrieve('no-such-model'), (e) => e instanceof OpenAI.NotFoundError);
   // Malformed JSON through fetch: 400 in the same shape.
-  const r = await fetch(`${srv.url}/v1/chat/completions`, { method: 'POST', body: '{"messages": [' });
+  const r = await fetch(`${srv.url}/v1/chat/completions`, {
+    method: 'POST', headers: { 'Content-Type': 'application/json' }, body: '{"messages": [' });
   assert.equal(r.status, 400);
   const j = await r.json();
   assert.equal(j.error.type, 'invalid_request_error');
+  // fetch's default text/plain body (what a cross-site page can send without a preflight): 415.
+  const t = await fetch(`${srv.url}/v1/chat/completions`, { method: 'POST', body: '{"messages": []}' });
+  assert.equal(t.status, 415);
+  assert.equal((await t.json()).error.code, 'unsupported_media_type');
   // The server is still up.
   assert.equal((await fetch(`${srv.url}/health`)).status, 200);
 });
@@ -230,4 +268,27 @@ test('an API key is required when set', async () => {
     // SIGTERM stops the server (exit code 0), it does not kill it.
     assert.deepEqual(await stopServer(s), { code: 0, signal: null });
   }
+});
+
+test('SIGTERM: a stream gets an error event and the end, a plain request 503, the process exits 0', async () => {
+  const s = await startServer(['--step-delay-ms', '20', '--shutdown-grace', '1']);
+  const c = new OpenAI({ baseURL: `${s.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+  const stream = await c.completions.create({ model: 'any', prompt: STORY, max_tokens: 400, stream: true, ignore_eos: true });
+  const plain = c.completions.create({ model: 'any', prompt: STORY, max_tokens: 400, ignore_eos: true });
+  const t0 = Date.now();
+  let n = 0;
+  const exited = new Promise((resolve) => s.proc.on('exit', (code, signal) => resolve({ code, signal })));
+  await assert.rejects(async () => {
+    for await (const chunk of stream) {
+      if (++n === 3) s.proc.kill('SIGTERM');
+    }
+  }, (e) => e instanceof OpenAI.APIError && /shutting down/.test(e.message));
+  await assert.rejects(plain, (e) => e instanceof OpenAI.APIError && e.status === 503);
+  assert.deepEqual(await exited, { code: 0, signal: null });
+  assert.ok(Date.now() - t0 < 6000, `exit took ${Date.now() - t0} ms with a 1 s grace`);
+  assert.ok(n < 100, 'the stream went on past the grace period');
+});
+
+test('an empty API key is refused at start', async () => {
+  await assert.rejects(startServer(['--api-key', '']), /must not be empty/);
 });

@@ -1,0 +1,422 @@
+#!/usr/bin/env python3
+"""Attacks `kvshrink serve` over raw sockets and prints what each attack got (issue 23).
+
+    python3 tests/server/bench/attack.py --bin build/tools/kvshrink --model stories260K.gguf [--only NAME,...] [--legacy]
+
+Each attack starts its own server on a free loopback port (the same flags every time, so that an
+older binary can be attacked the same way: pass its --bin) and reports the status the attacker
+got, how long it took, the server's RSS growth and whether /health kept answering. Not a test: a
+tool for looking at a server the way a hostile client does. Standard library only.
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+
+ARGS = None
+
+
+def rss_kib(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+class Server:
+    def __init__(self, extra=(), port=0):
+        self.extra = list(extra)
+        cmd = [ARGS.bin, "serve", "-m", ARGS.model, "--port", str(port), "-t", "2"] + self.extra
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.err = ""
+        deadline = time.time() + 30
+        self.port = None
+        while time.time() < deadline:
+            line = self.proc.stderr.readline()
+            if not line:
+                break
+            self.err += line
+            m = re.search(r"listening on http://[^:]+:(\d+)", line)
+            if m:
+                self.port = int(m.group(1))
+                break
+        if self.port is None:
+            self.proc.wait(5)
+            raise RuntimeError("server did not start: " + self.err)
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _drain(self):
+        for line in self.proc.stderr:
+            self.err += line
+
+    def rss(self):
+        return rss_kib(self.proc.pid)
+
+    def stop(self, sig=signal.SIGTERM, timeout=30):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+def connect(port, src=None, timeout=30):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    if src:
+        s.bind((src, 0))
+    s.settimeout(timeout)
+    s.connect(("127.0.0.1", port))
+    return s
+
+
+def read_response(s, timeout=30):
+    s.settimeout(timeout)
+    data = b""
+    try:
+        while True:
+            head_end = data.find(b"\r\n\r\n")
+            if head_end >= 0:
+                m = re.search(rb"\r\ncontent-length:\s*(\d+)", data[:head_end].lower())
+                if m and len(data) >= head_end + 4 + int(m.group(1)):
+                    break
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    except (socket.timeout, ConnectionError):
+        pass
+    return data
+
+
+def status(data):
+    m = re.match(rb"HTTP/1\.[01] (\d{3})", data)
+    return int(m.group(1)) if m else None
+
+
+def body_json(data):
+    try:
+        return json.loads(data[data.find(b"\r\n\r\n") + 4:])
+    except ValueError:
+        return None
+
+
+def exchange(port, raw, timeout=30):
+    s = connect(port, timeout=timeout)
+    try:
+        s.sendall(raw)
+    except OSError:
+        pass
+    r = read_response(s, timeout)
+    s.close()
+    return r
+
+
+def post(path, body, ctype="application/json", extra=""):
+    b = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: {ctype}\r\n{extra}"
+            f"Content-Length: {len(b)}\r\nConnection: close\r\n\r\n").encode() + b
+
+
+def health_latency(port, timeout=10):
+    t = time.time()
+    try:
+        r = exchange(port, b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", timeout)
+    except OSError:
+        return None
+    return time.time() - t if status(r) == 200 else None
+
+
+def report(name, **kv):
+    print(f"{name:32s} " + "  ".join(f"{k}={v}" for k, v in kv.items()), flush=True)
+
+
+# --- attacks ---------------------------------------------------------------------------------
+
+def chunked_body(mb=100):
+    srv = Server(["--max-body-mib", "8"])
+    rss0 = srv.rss()
+    s = connect(srv.port)
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+              b"Transfer-Encoding: chunked\r\n\r\n")
+    chunk = b"100000\r\n" + b" " * 0x100000 + b"\r\n"
+    sent, t0, peak = 0, time.time(), 0
+    s.settimeout(2)
+    try:
+        for _ in range(mb):
+            s.sendall(chunk)
+            sent += 1
+            peak = max(peak, srv.rss())
+        s.sendall(b"0\r\n\r\n")
+    except OSError:
+        pass
+    r = read_response(s, 60)
+    s.close()
+    peak = max(peak, srv.rss())
+    report("chunked body 100 MiB", status=status(r), sent_mib=sent, seconds=round(time.time() - t0, 2),
+           rss_growth_mib=round((peak - rss0) / 1024, 1))
+    srv.stop()
+
+
+def content_length_lies():
+    srv = Server([])
+    for name, raw in [
+            ("CL 100 MB, no body", b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                                   b"Content-Length: 100000000\r\n\r\n"),
+            ("CL 'abc'", b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: abc\r\n\r\n"),
+            ("CL + chunked (smuggling)", b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                                         b"Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"),
+            ("CL 1000, 10 sent (lie)", b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                                       b"Content-Length: 1000\r\n\r\n{\"prompt\":")]:
+        t0 = time.time()
+        r = exchange(srv.port, raw, timeout=90)
+        report(name, status=status(r), seconds=round(time.time() - t0, 2))
+    srv.stop()
+
+
+def slow_clients(n=70, seconds=12, idle=200):
+    srv = Server([])
+    stop = threading.Event()
+    got = []
+
+    def slow(i):
+        try:
+            s = connect(srv.port, src=f"127.0.{1 + i // 250}.{1 + i % 250}")
+            req = b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: " + b"a" * 10000
+            k = 0
+            s.settimeout(1)
+            while not stop.is_set():
+                s.sendall(req[k:k + 1])
+                k = (k + 1) % len(req)
+                try:
+                    d = s.recv(4096)
+                    got.append(status(d))
+                    break
+                except socket.timeout:
+                    pass
+            s.close()
+        except OSError:
+            got.append("error")
+
+    threads = [threading.Thread(target=slow, args=(i,), daemon=True) for i in range(n)]
+    for t in threads:
+        t.start()
+    idles = []
+    for i in range(idle):
+        try:
+            idles.append(connect(srv.port, src=f"127.1.{i // 250}.{1 + i % 250}"))
+        except OSError:
+            pass
+    lat = []
+    t0 = time.time()
+    while time.time() - t0 < seconds:
+        lat.append(health_latency(srv.port))
+        time.sleep(0.25)
+    stop.set()
+    for t in threads:
+        t.join(5)
+    idle_status = []
+    for s in idles:
+        idle_status.append(status(read_response(s, 10)))
+        s.close()
+    ok = [x for x in lat if x is not None]
+    report(f"{n} slow + {idle} idle clients", health_ok=f"{len(ok)}/{len(lat)}",
+           health_max_s=round(max(ok), 3) if ok else None,
+           slow_got=sorted({str(x) for x in got}), idle_got=sorted({str(x) for x in idle_status}))
+    srv.stop()
+
+
+def cross_site():
+    d = tempfile.mkdtemp()
+    srv = Server(["--contexts-dir", d])
+    ctx = json.dumps({"text": "Once upon a time there was a cat."}).encode()
+    r1 = exchange(srv.port, b"GET /v1/models HTTP/1.1\r\nHost: evil.example:8080\r\nConnection: close\r\n\r\n")
+    r2 = exchange(srv.port, b"POST /v1/contexts HTTP/1.1\r\nHost: 127.0.0.1\r\nOrigin: https://evil.example\r\n"
+                  b"Content-Type: text/plain\r\nContent-Length: " + str(len(ctx)).encode() + b"\r\nConnection: close\r\n\r\n" + ctx)
+    r3 = exchange(srv.port, post("/v1/contexts", ctx, ctype="text/plain"))
+    report("foreign Host / Origin / text/plain", host=status(r1), origin=status(r2), text_plain=status(r3),
+           contexts_persisted=len(os.listdir(d)))
+    srv.stop()
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def huge_prompt(mb=7.9):
+    srv = Server(["--max-body-mib", "8"])
+    text = ("Once upon a time, there was a little girl named Lily. " * 200000)[: int(mb * 1e6)]
+    rss0 = srv.rss()
+    peak = [rss0]
+    done = threading.Event()
+
+    def sample():
+        while not done.is_set():
+            peak[0] = max(peak[0], srv.rss())
+            time.sleep(0.05)
+
+    threading.Thread(target=sample, daemon=True).start()
+    t0 = time.time()
+    r = exchange(srv.port, post("/v1/completions", {"prompt": text, "max_tokens": 4}), timeout=120)
+    done.set()
+    report(f"{mb} MB prompt", status=status(r), code=(body_json(r) or {}).get("error", {}).get("code"),
+           seconds=round(time.time() - t0, 2), rss_growth_mib=round((peak[0] - rss0) / 1024, 1))
+    srv.stop()
+
+
+def taken_port():
+    a = Server([])
+    try:
+        b = Server([], port=a.port)
+        report("second server, same port", started=True)
+        b.stop()
+    except RuntimeError as e:
+        report("second server, same port", started=False, said=e.args[0].strip().splitlines()[-1][-90:])
+    a.stop()
+
+
+def sigterm_stream():
+    srv = Server(["--step-delay-ms", "20"] + ([] if ARGS.legacy else ["--shutdown-grace", "2"]))
+    s = connect(srv.port)
+    s.sendall(post("/v1/completions", {"prompt": "Once upon a time", "max_tokens": 2000, "stream": True, "ignore_eos": True}))
+    s.settimeout(5)
+    data = s.recv(65536)
+    t0 = time.time()
+    srv.proc.send_signal(signal.SIGTERM)
+    try:
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            data += d
+    except OSError:
+        pass
+    code = srv.proc.wait(60)
+    report("SIGTERM during a stream", error_event=b'"error"' in data, done=b"[DONE]" in data,
+           exit_code=code, exit_s=round(time.time() - t0, 2))
+
+
+def kill9_persist(rounds=10):
+    d = tempfile.mkdtemp()
+    text = "Once upon a time, there was a little girl named Lily. " * 60
+    made, killed_during = 0, 0
+    for i in range(rounds):
+        srv = Server(["--contexts-dir", d, "--max-prompt-tokens", "8192"])
+        # create contexts in a loop and kill -9 at a random moment
+        stop_at = time.time() + 0.2 + 0.1 * (i % 5)
+        while time.time() < stop_at:
+            try:
+                r = exchange(srv.port, post("/v1/contexts", {"text": text}), timeout=10)
+                made += status(r) == 200
+            except OSError:
+                break
+        t = threading.Thread(target=lambda: exchange(srv.port, post("/v1/contexts", {"text": text}), timeout=10),
+                             daemon=True)
+        t.start()
+        time.sleep(0.01 * (i % 4))
+        srv.proc.kill()
+        srv.proc.wait()
+        killed_during += 1
+    srv = Server(["--contexts-dir", d])
+    listed = body_json(exchange(srv.port, b"GET /v1/contexts?limit=100 HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"))
+    n_listed = len(listed["data"]) if listed else None
+    files = [f for f in os.listdir(d) if f.endswith(".kvc")]
+    tmp = [f for f in os.listdir(d) if not f.endswith(".kvc")]
+    warnings = srv.err.count("warning")
+    ask_ok = 0
+    for c in (listed or {}).get("data", [])[:5]:
+        r = exchange(srv.port, post("/v1/completions", {"context_id": c["id"], "prompt": " Then", "max_tokens": 4}))
+        ask_ok += status(r) == 200
+    report("kill -9 while persisting", rounds=rounds, created_200=made, kvc_files=len(files), listed=n_listed,
+           stray_files=len(tmp), restart_warnings=warnings, questions_ok=f"{ask_ok}/5")
+    srv.stop()
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def malformed():
+    srv = Server([])
+    cases = {
+        "garbage line": b"HELLO\r\n\r\n",
+        "no version": b"GET /health\r\n\r\n",
+        "header no colon": b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nBroken header\r\n\r\n",
+        "NUL in path": b"GET /v1/mod\x00els HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+        "absolute URI": b"GET http://127.0.0.1/v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+        "10k headers": b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n" + b"X-A: b\r\n" * 10000 + b"\r\n",
+        "Expect 100 over limit": b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                                 b"Expect: 100-continue\r\nContent-Length: 99999999\r\n\r\n",
+        "bad chunk size": b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                          b"Transfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",
+        "HTTP/1.0 no Host": b"GET /v1/models HTTP/1.0\r\n\r\n",
+        "pipelined x3": (b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" * 2 +
+                         b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"),
+        "DELETE without length": b"DELETE /v1/contexts/ctx_x HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+    }
+    out = {}
+    for name, raw in cases.items():
+        t0 = time.time()
+        s = connect(srv.port)
+        s.sendall(raw)
+        data = b""
+        s.settimeout(10)
+        try:
+            while True:
+                d = s.recv(65536)
+                if not d:
+                    break
+                data += d
+                if name != "pipelined x3" and status(data) and read_complete(data):
+                    break
+        except OSError:
+            pass
+        s.close()
+        codes = [int(c) for c in re.findall(rb"HTTP/1\.1 (\d{3})", data)]
+        out[name] = f"{codes} {time.time() - t0:.2f}s"
+    for k, v in out.items():
+        report("malformed: " + k, got=v)
+    report("malformed: server alive", health=health_latency(srv.port) is not None)
+    srv.stop()
+
+
+def read_complete(data):
+    h = data.find(b"\r\n\r\n")
+    if h < 0:
+        return False
+    m = re.search(rb"\r\ncontent-length:\s*(\d+)", data[:h].lower())
+    return bool(m) and len(data) >= h + 4 + int(m.group(1))
+
+
+ATTACKS = {
+    "chunked": chunked_body, "content_length": content_length_lies, "slow": slow_clients, "cross_site": cross_site,
+    "prompt": huge_prompt, "port": taken_port, "sigterm": sigterm_stream, "kill9": kill9_persist,
+    "malformed": malformed,
+}
+
+
+def main():
+    global ARGS
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--bin", default="build/tools/kvshrink")
+    p.add_argument("--model", required=True)
+    p.add_argument("--only", default=",".join(ATTACKS))
+    p.add_argument("--legacy", action="store_true", help="a binary without the issue-23 options (--shutdown-grace)")
+    ARGS = p.parse_args()
+    for name in ARGS.only.split(","):
+        try:
+            ATTACKS[name]()
+        except Exception as e:  # an attack that breaks the tool must not hide the others
+            report(name, failed=repr(e)[:200])
+
+
+if __name__ == "__main__":
+    main()
