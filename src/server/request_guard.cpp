@@ -159,7 +159,9 @@ Framing RequestGuard::framing(const httplib::Request& req) const {
     return f;
   }
   for (size_t i = 0; i < n_cl; ++i) {
-    const std::string_view v = trim(req.get_header_value("Content-Length", i));
+    // get_header_value returns a std::string by value: keep it alive while v views it.
+    const std::string raw = req.get_header_value("Content-Length", i);
+    const std::string_view v = trim(raw);
     uint64_t len = 0;
     bool ok = !v.empty() && v.size() <= 19;
     for (char c : v) {
