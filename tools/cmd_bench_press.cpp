@@ -34,7 +34,7 @@ std::vector<int32_t> random_tokens(int n, int n_vocab, uint64_t seed) {
 
 std::string stats_key(const StatsRequest& r) {
   return fmt::format("{}{}{}w{}g{}{}", r.col_sum, r.col_max, r.pre_rope_keys, r.window, static_cast<int>(r.query_gram),
-                     r.hidden_moments);
+                     r.attn_input_moments);
 }
 
 void run_bench_press(BenchPressOptions o) {

@@ -18,6 +18,13 @@ void register_presses(CLI::App& app) {
         fmt::print("{:<14} compresses: after prefill, then {}\n", "", p.default_trigger.describe());
       for (const auto& s : p.params)
         fmt::print("{:<14}   --opt {:<22} {}\n", "", s.name + "=" + s.default_value, s.doc);
+      for (const auto& pr : p.presets) {
+        std::string vals;
+        for (const auto& [k, v] : pr.values) vals += (vals.empty() ? "" : " ") + k + "=" + v;
+        if (pr.sinks >= 0) vals += fmt::format("{}sinks={}", vals.empty() ? "" : " ", pr.sinks);
+        if (pr.window >= 0) vals += fmt::format("{}window={}", vals.empty() ? "" : " ", pr.window);
+        fmt::print("{:<14}   preset {:<21} {}{}{}\n", "", pr.name, pr.doc, vals.empty() ? "" : ": ", vals);
+      }
       if (!p.default_allocator.empty())
         fmt::print("{:<14}   --opt {:<22} {}\n", "", "allocator=" + p.default_allocator,
                    "budgets over layers and heads (see allocators below)");

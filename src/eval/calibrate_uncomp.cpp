@@ -1,10 +1,10 @@
 // `kvshrink calibrate --press uncomp`: UNComp's preparation stage (Xiong et al. 2025 §3.3.1,
 // Algorithm 1, Eqs. 7-8; press/methods/uncomp.h). d windows of WikiText-2's validation split
-// (d = --samples, 500 by default as the paper) are prefilled one by one with the query Gram
-// statistics; each window gives erank_k of every query head (Eqs. 1, 5, 6, from the d x d
-// covariance, never the queries), its KV heads' labels (M groups per layer by erank) and the layer
-// values; the majority vote gives each KV head its group and the entropy drop (Eq. 8) the layer
-// groups. The same vote on the first and second halves of the windows (disjoint text) measures
+// (d = --samples, 500 by default as the paper) are prefilled one by one; each window gives H_k of
+// every query head (Eqs. 1, 5, 6: from the collector's streamed d x d covariance with cov=eq1, or
+// from the window's queries kept per layer with cov=unitnorm), its KV heads' labels (M groups per
+// layer by erank) and the layer values; the majority vote gives each KV head its group and the
+// entropy drop (Eq. 8) the layer groups. The same vote on the first and second halves of the windows (disjoint text) measures
 // how stable the groups are ("stability" in the saved data).
 //
 // Choices: the text is ../shared/data/wikitext2/wikitext-2-v1.tokens.valid.txt, the only copy of
@@ -15,24 +15,68 @@
 // spaced over the tokenized text, BOS first. Queries after RoPE (the official code takes
 // query_states after apply_rotary_pos_emb); --opt queries=pre for before.
 //
-// Options (--opt): groups (M, 8), k (32), norm (topk | trace), vote (balanced | per-head), eps (1.0),
-// queries (post | pre).
+// Options (--opt): preset (paper | official), groups (M, 8), k (auto = head_dim / 4, or a number),
+// norm (trace | topk), cov (eq1 | unitnorm), layer_value (entropy | official-erank), vote
+// (balanced | per-head), eps (0.3 with entropy, 1 with official-erank), queries (post | pre).
+// preset=paper: k auto, trace, eq1, entropy, eps 0.3 (the paper: Lemma 4, Table 8, Eq. 1, A.3).
+// preset=official: k auto, trace, unitnorm, official-erank, eps 1 (menik1126/UNComp entropy_utils.py
+// and stage_division.py). Options given explicitly override the preset.
 #include "eval/calibrate_uncomp.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
+#include <span>
 
 #include "core/error.h"
 #include "core/progress.h"
 #include "core/timer.h"
+#include "press/math/matrix_entropy.h"
 #include "press/methods/uncomp.h"
+#include "press/observer.h"
 
 namespace kvs::eval {
 
 namespace {
 
 constexpr const char* kText = "wikitext2/wikitext-2-v1.tokens.valid.txt";
+
+// cov=unitnorm: every query of the window, per layer ([layer][n][H * D], post- or pre-RoPE), then
+// H_k of each query head's unit-norm token covariance (the official code's; it needs the mean
+// before any token can be normalised, so the queries are kept: n x H x D floats per layer).
+class QueryCapture : public LayerObserver {
+ public:
+  QueryCapture(int n_layer, int q_dim, bool post_rope) : q_(static_cast<size_t>(n_layer)), qdim_(q_dim), post_(post_rope) {}
+  void on_layer(const LayerView& v) override {
+    const float* q = post_ ? v.q : v.q_pre_rope;
+    q_[static_cast<size_t>(v.layer)].insert(q_[static_cast<size_t>(v.layer)].end(), q, q + static_cast<size_t>(v.n_tok) * qdim_);
+  }
+  bool needs_pre_rope() const override { return !post_; }
+  void clear() {
+    for (auto& x : q_) x.clear();
+  }
+  // [n_layer][H] H_k.
+  std::vector<double> entropy(int H, int D, int k, math::EntropyNorm norm) const {
+    std::vector<double> out;
+    for (const auto& q : q_) {
+      const int64_t n = static_cast<int64_t>(q.size()) / qdim_;
+      for (int h = 0; h < H; ++h)
+        out.push_back(n < 2 ? 0.0
+                            : math::truncated_entropy_of(
+                                  math::unit_norm_covariance(std::span<const float>(q).subspan(static_cast<size_t>(h) * D),
+                                                             n, D, qdim_),
+                                  D, k, norm)
+                                  .h);
+    }
+    return out;
+  }
+
+ private:
+  std::vector<std::vector<float>> q_;
+  int qdim_;
+  bool post_;
+};
 
 nlohmann::json run_uncomp_calibration(const CalibrateArgs& a) {
   ParamMap opt = a.options;
@@ -43,22 +87,36 @@ nlohmann::json run_uncomp_calibration(const CalibrateArgs& a) {
     return v;
   };
   UncompCalibrateOptions o;
-  const std::string groups_s = take("groups", "8"), k_s = take("k", "32"), norm_s = take("norm", "topk"),
-                    vote_s = take("vote", "balanced"), eps_s = take("eps", "1"), q_s = take("queries", "post");
+  const std::string preset = take("preset", "paper");
+  if (preset != "paper" && preset != "official") fail("calibrate uncomp: preset must be paper or official, got '{}'", preset);
+  const bool off = preset == "official";
+  const std::string groups_s = take("groups", "8"), k_s = take("k", "auto"), norm_s = take("norm", "trace"),
+                    cov_s = take("cov", off ? "unitnorm" : "eq1"),
+                    lv_s = take("layer_value", off ? "official-erank" : "entropy"), vote_s = take("vote", "balanced"),
+                    q_s = take("queries", "post");
+  const std::string eps_s = take("eps", lv_s == "official-erank" ? "1" : "0.3");
   if (!opt.empty())
-    fail("calibrate uncomp: unknown option '{}' (known: groups, k, norm, vote, eps, queries)", opt.begin()->first);
-  const auto groups = parse_int64(groups_s), k = parse_int64(k_s);
+    fail("calibrate uncomp: unknown option '{}' (known: preset, groups, k, norm, cov, layer_value, vote, eps, queries)",
+         opt.begin()->first);
+  const auto groups = parse_int64(groups_s);
+  const auto k = k_s == "auto" ? std::optional<int64_t>(0) : parse_int64(k_s);
   const auto eps = parse_finite_double(eps_s);
   if (!groups || *groups < 1 || *groups > 1024) fail("calibrate uncomp: groups must be an integer in 1..1024, got '{}'", groups_s);
-  if (!k || *k < 1 || *k > 65536) fail("calibrate uncomp: k must be an integer in 1..65536, got '{}'", k_s);
+  if (!k || *k < 0 || *k > 65536 || (k_s != "auto" && *k == 0))
+    fail("calibrate uncomp: k must be auto (head_dim / 4) or an integer in 1..65536, got '{}'", k_s);
   if (!eps || *eps < 0) fail("calibrate uncomp: eps must be a finite number >= 0, got '{}'", eps_s);
-  if (norm_s != "topk" && norm_s != "trace") fail("calibrate uncomp: norm must be topk or trace, got '{}'", norm_s);
+  if (norm_s != "topk" && norm_s != "trace") fail("calibrate uncomp: norm must be trace or topk, got '{}'", norm_s);
+  if (cov_s != "eq1" && cov_s != "unitnorm") fail("calibrate uncomp: cov must be eq1 or unitnorm, got '{}'", cov_s);
+  if (lv_s != "entropy" && lv_s != "official-erank")
+    fail("calibrate uncomp: layer_value must be entropy or official-erank, got '{}'", lv_s);
   if (vote_s != "balanced" && vote_s != "per-head") fail("calibrate uncomp: vote must be balanced or per-head, got '{}'", vote_s);
   if (q_s != "post" && q_s != "pre") fail("calibrate uncomp: queries must be post or pre (RoPE), got '{}'", q_s);
   o.groups = static_cast<int>(*groups);
   o.k = static_cast<int>(*k);
   o.eps = *eps;
   o.norm = norm_s == "topk" ? math::EntropyNorm::TopK : math::EntropyNorm::Trace;
+  o.cov = cov_s == "eq1" ? UncompCov::Eq1 : UncompCov::UnitNorm;
+  o.layer_value = lv_s == "entropy" ? UncompLayerValue::Entropy : UncompLayerValue::OfficialErank;
   o.vote = vote_s == "balanced" ? math::VoteMode::Balanced : math::VoteMode::PerHead;
 
   const Model& m = a.model;
@@ -77,9 +135,11 @@ nlohmann::json run_uncomp_calibration(const CalibrateArgs& a) {
   const bool overlap = static_cast<int64_t>(samples) * body > static_cast<int64_t>(all.size());
 
   const KvLayout& l = a.engine.kv_layout();
-  const int L = l.n_layer, H = a.engine.attn_shape().n_head, Hkv = l.n_head_kv;
+  const int L = l.n_layer, H = a.engine.attn_shape().n_head, Hkv = l.n_head_kv, D = l.head_dim;
+  const int k_used = uncomp_resolve_k(o.k, D);
   StatsRequest req;
-  req.query_gram = q_s == "post" ? QueryGram::PostRope : QueryGram::PreRope;
+  if (o.cov == UncompCov::Eq1) req.query_gram = q_s == "post" ? QueryGram::PostRope : QueryGram::PreRope;
+  QueryCapture capture(L, H * D, q_s == "post");
   std::vector<double> erank;
   erank.reserve(static_cast<size_t>(samples) * L * H);
   double forward_s = 0, entropy_s = 0;
@@ -93,16 +153,20 @@ nlohmann::json run_uncomp_calibration(const CalibrateArgs& a) {
     Timer tf;
     auto cache = a.engine.new_cache();
     auto stats = a.engine.new_stats(req);
-    a.engine.forward(*cache, ids, Logits::None, stats.get());
+    if (o.cov == UncompCov::UnitNorm) capture.clear();
+    a.engine.forward(*cache, ids, Logits::None,
+                     o.cov == UncompCov::Eq1 ? static_cast<LayerObserver*>(stats.get()) : &capture);
     forward_s += tf.seconds();
     Timer te;
-    const std::vector<double> e = uncomp_sample_erank(*stats, L, o.k, o.norm);
+    const std::vector<double> e = o.cov == UncompCov::Eq1 ? uncomp_sample_entropy(*stats, L, k_used, o.norm)
+                                                          : capture.entropy(H, D, k_used, o.norm);
     erank.insert(erank.end(), e.begin(), e.end());
     entropy_s += te.seconds();
     prog.advance(1);
   }
   Timer tv;
-  nlohmann::json j = uncomp_calibration_data(erank, samples, L, H, Hkv, o);
+  nlohmann::json j = uncomp_calibration_data(erank, samples, L, H, Hkv, D, o);
+  j["preset"] = preset;
   j["text"] = kText;
   j["tokens"] = tokens;
   j["windows_overlap"] = overlap;
@@ -124,7 +188,8 @@ nlohmann::json run_uncomp_calibration(const CalibrateArgs& a) {
 CalibratorInfo uncomp_calibrator() {
   return {"uncomp",
           "UNComp head groups (erank_k of the queries, M groups per layer, majority vote) and layer groups (Eq. 8) on "
-          "WikiText-2 valid (--samples windows, default 500, of --tokens tokens; --opt groups|k|norm|vote|eps|queries)",
+          "WikiText-2 valid (--samples windows, default 500, of --tokens tokens; --opt "
+          "preset|groups|k|norm|cov|layer_value|vote|eps|queries)",
           run_uncomp_calibration};
 }
 

@@ -240,7 +240,9 @@ EvalSummary run_eval(const EvalOptions& o, const Model& model, const EngineParam
   identity["question_template"] =
       o.prompt.question_template.empty() ? json(nullptr) : json(o.prompt.question_template);
   identity["answer_prefix"] = o.prompt.answer_prefix ? json(*o.prompt.answer_prefix) : json(nullptr);
-  check_run_identity(o.out_dir, identity, {{"model", model.path}, {"model_name", model.name}});
+  // n_batch (-b) is recorded, not checked: no result depends on it (UNComp's pruned prefill runs
+  // layer-major whatever -b is), so a run may resume with another.
+  check_run_identity(o.out_dir, identity, {{"model", model.path}, {"model_name", model.name}, {"n_batch", ep.n_batch}});
 
   Engine engine(model, ep);
   DataStore data(o.data_dir.empty() ? DataStore::default_root() : o.data_dir);

@@ -30,6 +30,10 @@ class ModelProbe {
   // used for every hidden state when rope_shared; out [n][n_head][head_dim].
   virtual void project_queries(int layer, const float* hidden, int n, const float* rope_cs, bool rope_shared,
                                float* out) = 0;
+  // Queries of rows that are already the attention block's input (LayerView::attn_in, the
+  // statistics' attn-input moments): W_q (+ bias), RoPE — project_queries without attn_norm.
+  virtual void project_attn_input_queries(int layer, const float* attn_in, int n, const float* rope_cs,
+                                          bool rope_shared, float* out) = 0;
   // (cos, sin) rows for positions: [pos.size()][rope_dim].
   virtual std::vector<float> rope_table(std::span<const int32_t> pos) const = 0;
   // (cos, sin) averaged over positions first .. first + count - 1: [rope_dim].

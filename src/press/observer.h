@@ -26,6 +26,7 @@ struct LayerView {
   const int32_t* pos = nullptr;      // [T] positions
   const AttnShape* shape = nullptr;
   const float* hidden = nullptr;     // [T][n_embd] residual stream entering the layer
+  const float* attn_in = nullptr;    // [T][n_embd] the attention block's input, attn_norm(hidden)
   const float* q = nullptr;          // [T][H][D] queries after RoPE
   const float* lse = nullptr;        // [T][H] log-sum-exp of scale*q.k over visible keys
   const float* q_pre_rope = nullptr; // [T][H][D] or null (only when needs_pre_rope())

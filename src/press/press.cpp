@@ -105,7 +105,7 @@ CompressResult compress(KvCache& cache, StatsCollector* stats, const Press& pres
   if ((need.probe || need.context_nll) && !extras.probe)
     fail("press '{}' needs the model (a probe forward or the context), which is not available here", press.name);
   Timer t;
-  PressEnv env{cache, shape, stats, pool, req, extras.probe, extras.state};
+  PressEnv env{cache, shape, stats, pool, req, extras.probe, extras.state, extras.keep_last};
   Scores scores = press.scorer->score(env);
   const KvLayout& l = cache.layout();
   KVS_ASSERT(static_cast<int>(scores.s.size()) == l.n_heads_total());

@@ -79,6 +79,10 @@ struct PressEnv {
   const CompressRequest& request;
   ModelProbe* probe = nullptr;  // null when no model is at hand (synthetic caches in tests)
   PressState* state = nullptr;  // the sequence's press state; null in stateless uses
+  // Trailing positions that are the question of a query-aware prefill (appended after the
+  // context, compressed with it): n_past - keep_last .. n_past - 1. 0 otherwise. Presses that
+  // vote or rank without a window of their own keep these (GVote).
+  int32_t keep_last = 0;
 };
 using ScoreContext = PressEnv;
 
@@ -90,10 +94,10 @@ class PressComponent {
 };
 
 // What a press that prunes rows (tokens) while a context is prefilled is told about that prefill
-// (Scorer::prefill_rows; UNComp's hidden-state pruning). The forward runs the prefill in chunks
-// of n_batch tokens and shows the selector each chunk, layer by layer (press/observer.h): a
-// selector that ranks rows by the attention of the context's LAST token sees that token at every
-// layer only when the context fits one chunk (n_batch >= n_tokens).
+// (Scorer::prefill_rows; UNComp's hidden-state pruning). With a row selector the forward runs the
+// prefill layer-major (every n_batch chunk through layer l before layer l + 1) and shows the
+// selector every row still alive before each layer (press/observer.h), so a selector that ranks
+// rows by the attention of the context's LAST token sees it at every layer whatever n_batch.
 struct PrefillRows {
   int64_t n_past = 0;     // tokens the cache held before this prefill (0: a fresh context)
   int64_t n_tokens = 0;   // tokens of this prefill, positions n_past .. n_past + n_tokens - 1
@@ -201,6 +205,7 @@ int32_t count_protected(const HeadCache& h, int32_t n_past, const CompressReques
 struct CompressExtras {
   ModelProbe* probe = nullptr;
   PressState* state = nullptr;
+  int32_t keep_last = 0;  // PressEnv::keep_last: the question's tokens of a query-aware prefill
 };
 
 // Scores, allocates, selects, merges and applies. `stats` may be null if the press needs none;

@@ -210,8 +210,56 @@ std::vector<ParamSpec> press_param_specs(const PressInfo& info, const std::strin
   return specs;
 }
 
-Press make_press(const std::string& name, const ParamMap& params) {
+ParamSpec preset_param(const std::vector<PressPreset>& presets) {
+  std::string names;
+  for (const auto& p : presets) names += (names.empty() ? "" : " | ") + p.name;
+  return {"preset", T::String, presets.empty() ? "" : presets.front().name,
+          fmt::format("settings: {} (each option given explicitly overrides the preset)", names)};
+}
+
+const PressPreset* selected_preset(const PressInfo& info, const ParamMap& options) {
+  if (info.presets.empty()) return nullptr;
+  const auto it = options.find("preset");
+  if (it == options.end()) return &info.presets.front();
+  std::string names;
+  for (const auto& p : info.presets) {
+    if (p.name == it->second) return &p;
+    names += (names.empty() ? "" : ", ") + p.name;
+  }
+  fail("{}: unknown preset '{}' (known: {})", info.name, it->second, names);
+}
+
+ParamMap with_preset(const PressInfo& info, const ParamMap& options) {
+  const PressPreset* preset = selected_preset(info, options);
+  if (!preset) return options;
+  ParamMap merged = options;
+  // The allocator first (a preset may choose it), then the options that allocator and the press take.
+  if (!options.count("allocator") && preset->values.count("allocator")) merged["allocator"] = preset->values.at("allocator");
+  const std::string alloc = info.default_allocator.empty() ? ""
+                            : merged.count("allocator")    ? merged.at("allocator")
+                                                           : info.default_allocator;
+  const std::vector<ParamSpec> specs = press_param_specs(info, alloc);
+  for (const auto& [k, v] : preset->values) {
+    if (options.count(k)) continue;  // explicit wins
+    for (const auto& s : specs)
+      if (s.name == k) merged[k] = v;
+  }
+  return merged;
+}
+
+int default_sinks(const PressInfo& info, const ParamMap& options) {
+  const PressPreset* p = selected_preset(info, options);
+  return p && p->sinks >= 0 ? p->sinks : info.default_sinks;
+}
+
+int default_window(const PressInfo& info, const ParamMap& options) {
+  const PressPreset* p = selected_preset(info, options);
+  return p && p->window >= 0 ? p->window : info.default_window;
+}
+
+Press make_press(const std::string& name, const ParamMap& given) {
   const PressInfo& info = press_info(name);
+  const ParamMap params = with_preset(info, given);
   const std::string alloc = !info.default_allocator.empty() && params.count("allocator") ? params.at("allocator")
                                                                                           : info.default_allocator;
   const Params p(name, press_param_specs(info, alloc), params);

@@ -10,6 +10,18 @@
 
 namespace kvs {
 
+// A named set of option values (`--opt preset=NAME`): the paper's settings, the official code's.
+// A preset's values replace the options' defaults; options given explicitly replace the preset's.
+// Values for options the chosen allocator does not take are skipped (a preset may set the
+// press's own allocator's options). `sinks` / `window` (>= 0) replace the press's defaults.
+struct PressPreset {
+  std::string name;
+  std::string doc;  // one line: where the values come from
+  ParamMap values;
+  int sinks = -1;
+  int window = -1;
+};
+
 // A press: its scorer (and selector, merger, trigger) from its own options; its allocator from
 // the allocator registry, `--opt allocator=NAME` (default: the press's own) with that
 // allocator's options.
@@ -25,7 +37,21 @@ struct PressInfo {
   // Builds the press's scorer, selector (null: top-k), merger and trigger; the allocator is set
   // by make_press.
   std::function<Press(const Params&)> make;
+  // Presets, the first the default; when given, the press takes a `preset` option (add it to
+  // `params` with preset_param()). Empty: no presets.
+  std::vector<PressPreset> presets = {};
 };
+
+// The `preset` option of a press with presets (its default the first preset's name).
+ParamSpec preset_param(const std::vector<PressPreset>& presets);
+// The preset `options` select for `info` (options["preset"], else the first); null when the
+// press has none. Throws kvs::Error naming the known presets.
+const PressPreset* selected_preset(const PressInfo& info, const ParamMap& options);
+// The options a press is built with: the selected preset's values under the explicit ones.
+ParamMap with_preset(const PressInfo& info, const ParamMap& options);
+// The sinks / window a press runs with when the request does not say (preset, else the press's).
+int default_sinks(const PressInfo& info, const ParamMap& options);
+int default_window(const PressInfo& info, const ParamMap& options);
 
 struct AllocatorInfo {
   std::string name;

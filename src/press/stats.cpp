@@ -22,7 +22,7 @@ StatsRequest& StatsRequest::operator|=(const StatsRequest& o) {
       fail("two presses ask for query Gram statistics before and after RoPE; one prefill cannot collect both");
     query_gram = o.query_gram;
   }
-  hidden_moments |= o.hidden_moments;
+  attn_input_moments |= o.attn_input_moments;
   if (o.chunk_attention > 0) {
     if (chunk_attention > 0 && chunk_attention != o.chunk_attention)
       fail("two presses ask for chunked attention with different chunk sizes ({} and {}); one prefill cannot collect both",
@@ -36,7 +36,7 @@ bool StatsRequest::covers(const StatsRequest& need) const {
   return (col_sum || !need.col_sum) && (col_max || !need.col_max) && window >= need.window &&
          (pre_rope_keys || !need.pre_rope_keys) &&
          (need.query_gram == QueryGram::Off || need.query_gram == query_gram) &&
-         (hidden_moments || !need.hidden_moments) &&
+         (attn_input_moments || !need.attn_input_moments) &&
          (need.chunk_attention == 0 || need.chunk_attention == chunk_attention);
 }
 
@@ -50,10 +50,13 @@ StatsCollector::StatsCollector(const KvLayout& layout, const AttnShape& shape, i
       heads_(static_cast<size_t>(layout.n_heads_total())),
       windows_(static_cast<size_t>(layout.n_layer)),
       n_queries_(static_cast<size_t>(layout.n_layer), 0),
-      hmean_(static_cast<size_t>(layout.n_layer)),
-      hm2_(static_cast<size_t>(layout.n_layer)),
+      attn_in_(static_cast<size_t>(layout.n_layer)),
       chunks_(static_cast<size_t>(layout.n_layer)) {
   if (req.chunk_attention < 0) fail("chunked attention: chunk size {} (expected > 0, or 0 for none)", req.chunk_attention);
+  // Without a hidden width (synthetic caches in tests) the moments stay empty; a press reading
+  // them then says there are none.
+  if (req.attn_input_moments && n_embd > 0)
+    for (auto& s : attn_in_) s = math::ChannelStats(n_embd);
   if (req.query_gram != QueryGram::Off) {
     const size_t D = static_cast<size_t>(shape.head_dim);
     grams_.resize(static_cast<size_t>(layout.n_layer) * shape.n_head);
@@ -82,10 +85,8 @@ std::unique_ptr<StatsCollector> StatsCollector::clone_subset(const StatsRequest&
     w.q.erase(w.q.begin(), w.q.begin() + static_cast<std::ptrdiff_t>(drop) * shape_.n_head * shape_.head_dim);
   }
   if (req.query_gram == QueryGram::Off) c->grams_ = {};
-  if (!req.hidden_moments) {
-    for (auto& m : c->hmean_) m = {};
-    for (auto& m : c->hm2_) m = {};
-  }
+  if (!req.attn_input_moments)
+    for (auto& s : c->attn_in_) s = {};
   c->seconds_ = 0;
   return c;
 }
@@ -144,23 +145,9 @@ void StatsCollector::collect(const LayerView& v) {
     }
   }
   if (req_.query_gram != QueryGram::Off) collect_grams(v);
-  if (req_.hidden_moments && v.hidden && n_embd_ > 0) {
-    auto& mean = hmean_[static_cast<size_t>(v.layer)];
-    auto& m2 = hm2_[static_cast<size_t>(v.layer)];
-    mean.resize(static_cast<size_t>(n_embd_), 0.0);
-    m2.resize(static_cast<size_t>(n_embd_), 0.0);
-    const double n_old = static_cast<double>(n_queries_[static_cast<size_t>(v.layer)] - v.n_tok);
-    const double n_new = n_old + v.n_tok;
-    for (int d = 0; d < n_embd_; ++d) {
-      double s1 = 0, s2 = 0;
-      for (int t = 0; t < v.n_tok; ++t) {
-        const double x = v.hidden[static_cast<size_t>(t) * n_embd_ + d];
-        s1 += x;
-        s2 += x * x;
-      }
-      mean[d] = (mean[d] * n_old + s1) / n_new;
-      m2[d] = (m2[d] * n_old + s2) / n_new;
-    }
+  if (req_.attn_input_moments && n_embd_ > 0) {
+    if (!v.attn_in) fail("attention-input moments: the forward gave layer {} no attention input", v.layer);
+    attn_in_[static_cast<size_t>(v.layer)].add({v.attn_in, static_cast<size_t>(v.n_tok) * n_embd_}, v.n_tok);
   }
   if (req_.window > 0) {
     Window& w = windows_[static_cast<size_t>(v.layer)];

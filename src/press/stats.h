@@ -6,8 +6,8 @@
 //  - per (layer, KV head) and cache slot: column sums of attention over every observed query and
 //    the GQA group (H2O, D2O), column maxima (KVzip-style), pre-RoPE keys (Compactor);
 //  - per layer: the last W queries (SnapKV's observation window, TOVA's and GVote's last query:
-//    their attention is computed against the cache when scoring), running mean and second moment
-//    of the hidden state entering the layer (GVote);
+//    their attention is computed against the cache when scoring), running per-channel mean and
+//    variance of the attention block's input, attn_norm(hidden) (GVote's Gaussian);
 //  - per (layer, query head): the Gram matrix sum q q^T, sum q and count of the queries
 //    (UNComp's matrix entropy: the covariance, never the queries themselves);
 //  - per (layer, KV head) and cache slot: NON-causal chunked attention (Compactor, Eq. 5): positions
@@ -27,6 +27,7 @@
 #include "core/thread_pool.h"
 #include "kvcache/attention.h"
 #include "kvcache/kv_cache.h"
+#include "press/math/channel_stats.h"
 #include "press/observer.h"
 
 namespace kvs {
@@ -39,7 +40,7 @@ struct StatsRequest {
   int window = 0;              // keep the last `window` queries of every layer
   bool pre_rope_keys = false;  // keep pre-RoPE keys of every observed token
   QueryGram query_gram = QueryGram::Off;  // Gram matrix of each query head's queries
-  bool hidden_moments = false; // running mean and second moment of the hidden state entering each layer
+  bool attn_input_moments = false;  // per-channel mean and variance of each layer's attention input
   int chunk_attention = 0;     // C > 0: non-causal attention within chunks of C positions (Compactor)
 
   bool any() const { return *this != StatsRequest{}; }
@@ -52,7 +53,7 @@ struct StatsRequest {
 
 class StatsCollector : public LayerObserver {
  public:
-  // n_embd: width of the hidden states (for hidden_moments).
+  // n_embd: width of the hidden states (for attn_input_moments).
   StatsCollector(const KvLayout& layout, const AttnShape& shape, int n_embd, const StatsRequest& req, ThreadPool& pool);
 
   void on_layer(const LayerView& v) override;
@@ -84,9 +85,9 @@ class StatsCollector : public LayerObserver {
   // Variance over the head's slots of the mean attention each slot received
   // (col_sum / n_queries); needs col_sum. D2O-style layer budgets build on it.
   double attention_variance(int layer, int kvh) const;
-  // Mean and second moment, per hidden dimension, of the hidden states entering a layer.
-  const std::vector<double>& hidden_mean(int layer) const { return hmean_[static_cast<size_t>(layer)]; }
-  const std::vector<double>& hidden_m2(int layer) const { return hm2_[static_cast<size_t>(layer)]; }
+  // Per-channel mean and variance of the attention block's input of `layer` (LayerView::attn_in,
+  // attn_norm of the residual stream) over every query the layer saw; dim() 0 if not requested.
+  const math::ChannelStats& attn_input_stats(int layer) const { return attn_in_[static_cast<size_t>(layer)]; }
 
   // Gram statistics of query head qh of a layer (query_gram): gram [D][D] = sum q q^T (upper and
   // lower triangles filled), sum [D] = sum q, count = queries. covariance() = gram/n - mean mean^T.
@@ -142,7 +143,7 @@ class StatsCollector : public LayerObserver {
   std::vector<Window> windows_;              // [n_layer]
   std::vector<int64_t> n_queries_;           // [n_layer]
   std::vector<Gram> grams_;                  // [n_layer * n_head] (query_gram only)
-  std::vector<std::vector<double>> hmean_, hm2_;  // [n_layer][n_embd]
+  std::vector<math::ChannelStats> attn_in_;  // [n_layer], each over n_embd channels (attn_input_moments)
   std::vector<ChunkBuffer> chunks_;          // [n_layer] (chunk_attention only)
   double seconds_ = 0;
 };

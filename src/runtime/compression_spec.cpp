@@ -18,8 +18,8 @@ CompressionSpec make_compression_spec(const SpecArgs& a) {
   s.request.keep = a.keep;
   s.request.max_tokens = a.budget;
   s.request.quality = a.quality;
-  s.request.sinks = a.sinks >= 0 ? a.sinks : info.default_sinks;
-  s.request.window = a.window >= 0 ? a.window : info.default_window;
+  s.request.sinks = a.sinks >= 0 ? a.sinks : default_sinks(info, a.options);
+  s.request.window = a.window >= 0 ? a.window : default_window(info, a.options);
   s.request.seed = a.seed;
   s.trigger = a.trigger.empty() ? s.press.trigger : parse_trigger(a.trigger);
   check_request(s.press, s.request);

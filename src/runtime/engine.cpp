@@ -44,6 +44,12 @@ void Engine::project_queries(int layer, const float* hidden, int n, const float*
   arch::project_queries(runtime(), layer, hidden, n, rope_cs, rope_shared, q_out, probe_xn_.data());
 }
 
+void Engine::project_attn_input_queries(int layer, const float* attn_in, int n, const float* rope_cs, bool rope_shared,
+                                        float* q_out) {
+  if (n <= 0) return;
+  arch::project_attn_input_queries(runtime(), layer, attn_in, n, rope_cs, rope_shared, q_out);
+}
+
 std::vector<float> Engine::forward(KvCache& cache, std::span<const int32_t> tokens, Logits mode,
                                    LayerObserver* observer) {
   ForwardHooks hooks;
@@ -76,6 +82,20 @@ std::vector<float> Engine::forward_at(KvCache& cache, std::span<const int32_t> t
   if (mode == Logits::All) logits.resize(static_cast<size_t>(n) * V);
   if (mode == Logits::Last && n > 0) logits.resize(static_cast<size_t>(V));
   const arch::Runtime rt = runtime();
+  if (hooks.rows && n > 0) {
+    // A row selector sees the whole prefill before each layer: layer-major over n_batch chunks.
+    const arch::LogitsRows m = mode == Logits::All ? arch::LogitsRows::All
+                               : mode == Logits::Last ? arch::LogitsRows::Last
+                                                      : arch::LogitsRows::None;
+    std::vector<int32_t> alive_rows;
+    const int alive = arch::forward_layer_major(rt, act_, cache, tokens.data(), pos.data(), n, params_.n_batch, m, hooks,
+                                                logits.empty() ? nullptr : logits.data(), &alive_rows);
+    if (mode == Logits::All) {
+      logits.resize(static_cast<size_t>(alive) * V);
+      if (hooks.logits_rows) hooks.logits_rows->insert(hooks.logits_rows->end(), alive_rows.begin(), alive_rows.end());
+    }
+    return logits;
+  }
   size_t rows_out = 0;  // logits rows written (All)
   for (int b = 0; b < n; b += params_.n_batch) {
     const int nb = std::min(params_.n_batch, n - b);

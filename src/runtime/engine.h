@@ -79,6 +79,9 @@ class Engine {
   // forward computes them. hidden [n][n_embd]; rope_cs [n][rope_dim] (cos, sin) pairs, or one row
   // shared by all when rope_shared; q_out [n][n_head][head_dim].
   void project_queries(int layer, const float* hidden, int n, const float* rope_cs, bool rope_shared, float* q_out);
+  // Same from the attention block's input (rows already through attn_norm): W_q + bias, RoPE.
+  void project_attn_input_queries(int layer, const float* attn_in, int n, const float* rope_cs, bool rope_shared,
+                                  float* q_out);
 
  private:
   arch::Runtime runtime();

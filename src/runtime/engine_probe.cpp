@@ -22,6 +22,12 @@ void EngineProbe::project_queries(int layer, const float* hidden, int n, const f
   engine_.project_queries(layer, hidden, n, rope_cs, rope_shared, out);
 }
 
+void EngineProbe::project_attn_input_queries(int layer, const float* attn_in, int n, const float* rope_cs,
+                                             bool rope_shared, float* out) {
+  if (layer < 0 || layer >= engine_.hp().n_layer) fail("probe: layer {} out of range", layer);
+  engine_.project_attn_input_queries(layer, attn_in, n, rope_cs, rope_shared, out);
+}
+
 std::vector<float> EngineProbe::rope_table(std::span<const int32_t> pos) const {
   std::vector<float> t(pos.size() * static_cast<size_t>(engine_.hp().rope_dim));
   arch::rope_table(engine_.model(), pos.data(), static_cast<int>(pos.size()), t.data());

@@ -70,8 +70,11 @@ std::vector<float> CompressedContext::run_prefill(Sequence& s, std::span<const i
   }
   std::vector<float> logits;
   if (nll) nll->clear();
-  for (size_t b = 0; b < tokens.size(); b += static_cast<size_t>(nb)) {
-    const size_t n = std::min<size_t>(static_cast<size_t>(nb), tokens.size() - b);
+  // With a row selector the engine runs the whole prefill in one call, layer-major (over n_batch
+  // chunks inside), so that the pruning ranks the whole context whatever n_batch is.
+  const size_t step = rows ? std::max<size_t>(tokens.size(), 1) : static_cast<size_t>(nb);
+  for (size_t b = 0; b < tokens.size(); b += step) {
+    const size_t n = std::min<size_t>(step, tokens.size() - b);
     const bool last = b + n == tokens.size();
     compress_for_cap(s, static_cast<int>(n));
     const Logits mode = nll ? Logits::All : (last && last_logits ? Logits::Last : Logits::None);
@@ -197,7 +200,8 @@ Sequence CompressedContext::prefill_query_aware(std::span<const int32_t> questio
   Timer tc;
   if (spec_.trigger.kind != Trigger::Kind::MemoryCap) {
     EngineProbe probe(engine_, all, nll);
-    compress(*s.cache, s.stats.get(), spec_.press, spec_.request, engine_.attn_shape(), engine_.pool(), {&probe, &s.state});
+    compress(*s.cache, s.stats.get(), spec_.press, spec_.request, engine_.attn_shape(), engine_.pool(),
+             {&probe, &s.state, static_cast<int32_t>(question.size())});
   }
   if (compress_seconds) *compress_seconds = tc.seconds();
   if (logits) *logits = std::move(last);

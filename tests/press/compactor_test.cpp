@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "core/warn.h"
 #include "fake_probe.h"
 #include "press/budget/calibrated.h"
 #include "press/math/calibration_curve.h"
@@ -147,7 +148,7 @@ TEST(Compactor, ScoreIsTheLayerwiseBlendOfPooledAttentionAndLeverage) {
   CompressRequest r;
   r.keep = 0.5;
   const PressEnv env = s.env(r);
-  const Scores sc = CompactorScorer(CompactorOptions{.chunk = C}).score(env);
+  const Scores sc = CompactorScorer(CompactorOptions{.chunk = C}).score(env);  // preset=paper's: pool 3, uncentred
   const std::vector<float> phi = math::gaussian_sketch(D, 48, CompactorOptions{}.seed);
   for (int layer = 0; layer < 2; ++layer) {
     std::vector<float> a, o;
@@ -159,7 +160,7 @@ TEST(Compactor, ScoreIsTheLayerwiseBlendOfPooledAttentionAndLeverage) {
         a.push_back(static_cast<float>(m / 3));
       }
       const auto& kp = s.stats->pre_rope_keys(layer, h);
-      const auto lev = math::approx_leverage(kp, n, D, D, phi, 48);
+      const auto lev = math::approx_leverage(kp, n, D, D, phi, 48, /*center=*/false);
       o.insert(o.end(), lev.begin(), lev.end());
     }
     const auto want = math::blend_scores(a, o, 0.3);
@@ -184,12 +185,98 @@ TEST(Compactor, LeverageKeepsTheOutlierKeys) {
   EXPECT_EQ(s.kept_positions(0, 0), (std::vector<int32_t>{9, 30, 51}));
 }
 
+// z-scores written here (population std), for the references below.
+std::vector<double> zs(const std::vector<double>& x) {
+  double m = 0, v = 0;
+  for (double a : x) m += a / x.size();
+  for (double a : x) v += (a - m) * (a - m) / x.size();
+  std::vector<double> out;
+  for (double a : x) out.push_back(v > 0 ? (a - m) / std::sqrt(v) : 0.0);
+  return out;
+}
+
+// preset=official: no pooling, λ 0.5, leverage per 512-token chunk of centred keys, each chunk's
+// leverage z-scored over that chunk's tokens of every KV head of the layer (compactor-vllm), the
+// attention z-scored over the whole layer. Reference: exact leverage of each chunk (the exact
+// scores are the oracle of the sketch, tests/press/math_leverage_test.cpp), z-scores written
+// above. 1,100 tokens: chunks of 512, 512 and 76.
+TEST(Compactor, OfficialPresetScoresLeveragePerChunk) {
+  const int H = 4, Hkv = 2, D = 8, n = 1100, C = 128;
+  Synth s = Synth::make(1, H, Hkv, D, n, key_fn, {.pre_rope_keys = true, .chunk_attention = C});
+  observe_in_batches(s, 0, random_queries(n, H, D, 3), n, n);
+  CompressRequest r;
+  r.keep = 0.5;
+  const Press p = make_press("compactor", {{"preset", "official"}, {"exact", "true"}});
+  const Scores sc = p.scorer->score(s.env(r));
+  const auto ca = s.stats->chunk_attention(*s.cache, 0);
+  std::vector<double> a;
+  for (int h = 0; h < Hkv; ++h) a.insert(a.end(), ca[h].begin(), ca[h].end());  // no pooling
+  const std::vector<double> za = zs(a);
+  std::vector<double> zo(static_cast<size_t>(Hkv) * n);
+  for (int c0 = 0; c0 < n; c0 += 512) {
+    const int m = std::min(512, n - c0);
+    std::vector<double> o;
+    for (int h = 0; h < Hkv; ++h) {
+      const auto& kp = s.stats->pre_rope_keys(0, h);
+      const auto ex = math::exact_leverage(std::span<const float>(kp).subspan(static_cast<size_t>(c0) * D), m, D, D,
+                                           {.center = true});
+      o.insert(o.end(), ex.scores.begin(), ex.scores.end());
+    }
+    const auto z = zs(o);
+    for (int h = 0; h < Hkv; ++h)
+      for (int t = 0; t < m; ++t) zo[static_cast<size_t>(h) * n + c0 + t] = z[static_cast<size_t>(h) * m + t];
+  }
+  double worst = 0, vs_whole = 0;
+  const Scores whole = make_press("compactor", {{"preset", "official"}, {"exact", "true"}, {"lev_chunk", "0"}}).scorer->score(s.env(r));
+  for (int h = 0; h < Hkv; ++h)
+    for (int t = 0; t < n; ++t) {
+      const size_t i = static_cast<size_t>(h) * n + t;
+      worst = std::max(worst, std::abs(sc.at(s.layout, 0, h)[t] - (za[i] + 0.5 * zo[i])));
+      vs_whole = std::max(vs_whole, static_cast<double>(std::abs(sc.at(s.layout, 0, h)[t] - whole.at(s.layout, 0, h)[t])));
+    }
+  EXPECT_LT(worst, 2e-4);
+  EXPECT_GT(vs_whole, 0.05);  // per-chunk leverage is not the whole sequence's
+  // The official preset protects the first 16 and last 64 tokens; the paper's protects none.
+  const PressInfo& info = press_info("compactor");
+  EXPECT_EQ(default_sinks(info, {{"preset", "official"}}), 16);
+  EXPECT_EQ(default_window(info, {{"preset", "official"}}), 64);
+  EXPECT_EQ(default_sinks(info, {}), 0);
+  EXPECT_EQ(default_window(info, {}), 0);
+}
+
+// k >= head_dim: the sketch spans the keys' column space, the "approximation" is exact: a warning.
+TEST(Compactor, WarnsWhenTheSketchIsNoApproximation) {
+  const int H = 2, Hkv = 1, D = 8, n = 32;
+  Synth s = Synth::make(1, H, Hkv, D, n, key_fn, {.pre_rope_keys = true, .chunk_attention = 16});
+  observe_in_batches(s, 0, random_queries(n, H, D, 4), n, n);
+  CompressRequest r;
+  r.keep = 0.5;
+  std::vector<std::string> got;
+  reset_warnings();
+  const WarnSink old = set_warn_sink([&](const std::string& m) { got.push_back(m); });
+  make_press("compactor", {{"chunk", "16"}, {"sketch_dim", "4"}}).scorer->score(s.env(r));  // k < d: silent
+  EXPECT_TRUE(got.empty());
+  make_press("compactor", {{"chunk", "16"}}).scorer->score(s.env(r));  // k 48 >= d 8
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_NE(got[0].find("sketch_dim k = 48 >= head_dim 8"), std::string::npos) << got[0];
+  make_press("compactor", {{"chunk", "16"}, {"exact", "true"}}).scorer->score(s.env(r));  // exact: nothing to say
+  EXPECT_EQ(got.size(), 1u);
+  set_warn_sink(old);
+  reset_warnings();
+}
+
 TEST(Compactor, RegisteredWithItsOptions) {
   const PressInfo& info = press_info("compactor");
   EXPECT_EQ(info.default_allocator, "global_layer");
-  EXPECT_EQ(info.default_sinks, 8);
-  EXPECT_EQ(info.default_window, 4);
+  EXPECT_EQ(info.default_sinks, 0);  // the paper protects nothing
+  EXPECT_EQ(info.default_window, 0);
   EXPECT_EQ(make_press("compactor").needs().stats, (StatsRequest{.pre_rope_keys = true, .chunk_attention = 256}));
+  EXPECT_EQ(make_press("compactor", {{"preset", "official"}}).needs().stats,
+            (StatsRequest{.pre_rope_keys = true, .chunk_attention = 128}));
+  EXPECT_EQ(make_press("compactor", {{"preset", "official"}, {"chunk", "64"}}).needs().stats,
+            (StatsRequest{.pre_rope_keys = true, .chunk_attention = 64}));  // explicit wins
+  EXPECT_THROW(make_press("compactor", {{"preset", "vllm"}}), Error);
+  EXPECT_THROW(make_press("compactor", {{"zscore", "token"}}), Error);
   EXPECT_THROW(make_press("compactor", {{"pool", "4"}}), Error);
   EXPECT_THROW(make_press("compactor", {{"sketch_dim", "0"}}), Error);
   EXPECT_NO_THROW(make_press("compactor", {{"allocator", "uniform"}}));

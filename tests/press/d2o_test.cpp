@@ -50,7 +50,6 @@ void observe_all(Synth& s, int n_layer, int n_head, int D, int n, float scale_pe
 TEST(D2o, AllocatorEqualsEq5OnGivenVariances) {
   Synth s = Synth::make(3, 4, 2, 8, 100, noise, {.col_sum = true});
   s.state.values[kD2oLayerF] = {0.0, 0.5, 2.0};
-  s.state.values[kD2oHeadCap] = std::vector<double>(6, 100.0);  // the heads' lengths at the first compression
   CompressRequest r;
   r.keep = 0.4;
   const Allocation a = D2oAllocator().allocate({}, s.env(r));
@@ -101,7 +100,141 @@ TEST(D2o, LayerDensityIsTheVarianceOfTheColumnSums) {
   D2oAllocator().allocate({}, s.env(r));
   ASSERT_EQ(s.state.values.count(kD2oLayerF), 1u);
   EXPECT_EQ(s.state.values.at(kD2oLayerF), F);
-  EXPECT_EQ(s.state.values.at(kD2oHeadCap), std::vector<double>(4, n));
+  // Eq. 5's targets per layer (tokens per KV head), summing to the request: 0.5 x 4 x 64 = 128.
+  const auto& tgt = s.state.values.at(kD2oLayerTarget);
+  ASSERT_EQ(tgt.size(), 2u);
+  EXPECT_NEAR((tgt[0] + tgt[1]) * Hkv, 128.0, 1e-9);
+}
+
+// Streaming (per-token eviction from the first token past the budget, as streamed perplexity
+// does): every layer starts at the budget b, then the sizes move to Eq. 5's S_l = softmax(-F)_l
+// L b per head — the flat layer grows past b, the sharp ones shrink — and stay there; the total
+// never exceeds L H b. Expected sizes: largest-remainder rounding of 120 exp(-F_l) / (2 Σ exp(-F))
+// over the 6 heads, computed here.
+TEST(D2o, StreamedLayerSizesFollowEq5) {
+  const int L = 3, H = 2, Hkv = 2, D = 4, b = 20;
+  Synth s = Synth::make(L, H, Hkv, D, b + 1, noise, {.col_sum = true});
+  s.state.values[kD2oLayerF] = {0.0, 0.5, 2.0};
+  Press p = compose("d2o_stream", std::make_shared<StreamingScorer>(), std::make_shared<D2oAllocator>());
+  CompressRequest r;
+  r.max_tokens = b;
+  // Expected: ideal shares, floors, then the leftover to the largest remainders (ties: lower index).
+  const double z = 1.0 + std::exp(-0.5) + std::exp(-2.0);
+  std::vector<double> ideal;
+  for (int l = 0; l < L; ++l)
+    for (int h = 0; h < Hkv; ++h) ideal.push_back(L * Hkv * b * std::exp(-s.state.values[kD2oLayerF][l]) / (Hkv * z));
+  std::vector<int> want(ideal.size());
+  int left = L * Hkv * b;
+  for (size_t i = 0; i < ideal.size(); ++i) left -= (want[i] = static_cast<int>(std::floor(ideal[i])));
+  std::vector<size_t> order(ideal.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t c) { return ideal[a] - std::floor(ideal[a]) > ideal[c] - std::floor(ideal[c]); });
+  for (int i = 0; i < left; ++i) ++want[order[static_cast<size_t>(i)]];
+  EXPECT_EQ(want, (std::vector<int>{34, 34, 21, 21, 5, 5}));
+  int32_t pos = b + 1;
+  for (int step = 0; step < 200; ++step) {
+    s.run(p, r);
+    int64_t total = 0;
+    for (int l = 0; l < L; ++l)
+      for (int h = 0; h < Hkv; ++h) total += s.cache->len(l, h);
+    ASSERT_LE(total, L * Hkv * b) << "step " << step;
+    if (step == 0) EXPECT_EQ(s.cache->len(0, 0), b + 1);  // the flat layer keeps its new token
+    // One new token in every layer and head (and its query, so the statistics follow the cache).
+    for (int l = 0; l < L; ++l) {
+      std::vector<float> k(static_cast<size_t>(Hkv) * D), v(k.size(), 0.0f), q(static_cast<size_t>(H) * D);
+      for (int h = 0; h < Hkv; ++h)
+        for (int d = 0; d < D; ++d) k[static_cast<size_t>(h) * D + d] = noise(l, h, pos, d);
+      for (float& x : q) x = 0.1f;
+      ASSERT_TRUE(s.cache->append(l, 1, k.data(), v.data(), &pos));
+      s.observe(l, q, {pos});
+    }
+    ++pos;
+  }
+  s.run(p, r);
+  std::vector<int> got;
+  for (int l = 0; l < L; ++l)
+    for (int h = 0; h < Hkv; ++h) got.push_back(s.cache->len(l, h));
+  EXPECT_EQ(got, want);
+  const auto& tgt = s.state.values.at(kD2oLayerTarget);
+  EXPECT_EQ(tgt, (std::vector<double>{34, 21, 5}));
+}
+
+// layers=official (preset=official): sizes fixed at the first compression from the clamped
+// ratios, int(S0 r / 2) x 2 tokens; layers 0, 1 and L-1 are never compressed.
+TEST(D2o, OfficialLayersAreFixedClampedAndSkipTheEnds) {
+  const int L = 5, Hkv = 1, D = 4, n = 100;
+  Synth s = Synth::make(L, 1, Hkv, D, n, noise, {.col_sum = true});
+  s.state.values[kD2oLayerF] = {0.0, 0.0, 0.0, 3.0, 0.0};  // layer 3 is sharp
+  CompressRequest r;
+  r.keep = 0.2;
+  const Allocation a = D2oAllocator(math::D2oDensity::OfficialMinMax, D2oLayers::Official).allocate({}, s.env(r));
+  // softmax(-F) L ρ: 4 layers of weight 1, one of e^-3; z = 4.0498; ratio = 5 x 0.2 / z = 0.2469
+  // for the flat layers, 0.0123 for layer 3.
+  const double z = 4.0 + std::exp(-3.0);
+  const int flat = 2 * static_cast<int>(n * (1.0 / z) / 2.0), sharp = 2 * static_cast<int>(n * (std::exp(-3.0) / z) / 2.0);
+  EXPECT_EQ(flat, 24);
+  EXPECT_EQ(sharp, 0);  // the official code would hold nothing there; we keep one token
+  EXPECT_EQ(a.budgets, (Budgets{n, n, flat, 1, n}));
+  EXPECT_EQ(s.state.values.at(kD2oLayerFixed), (std::vector<double>{-1, -1, 24, 1, -1}));
+  // Later compressions keep those sizes whatever the request.
+  CompressRequest r2;
+  r2.max_tokens = 50;
+  EXPECT_EQ(D2oAllocator(math::D2oDensity::OfficialMinMax, D2oLayers::Official).allocate({}, s.env(r2)).budgets,
+            (Budgets{n, n, 24, 1, n}));
+  // The preset selects every official setting; explicit options still win.
+  const Press off = make_press("d2o", {{"preset", "official"}});
+  const auto* alloc = dynamic_cast<const D2oAllocator*>(off.allocator.get());
+  ASSERT_TRUE(alloc);
+  EXPECT_EQ(alloc->layers(), D2oLayers::Official);
+  EXPECT_EQ(alloc->density(), math::D2oDensity::OfficialMinMax);
+  EXPECT_EQ(off.merger->name(), "d2o_merge_official");
+  EXPECT_EQ(dynamic_cast<const D2oAllocator*>(make_press("d2o", {{"preset", "official"}, {"density", "paper"}}).allocator.get())
+                ->density(),
+            math::D2oDensity::Paper);
+  EXPECT_THROW(make_press("d2o", {{"preset", "other"}}), Error);
+}
+
+// A row that already stands for m tokens weighs m in Eq. 12: merging a and b into c at once equals
+// merging a into c, then b into the result (u = 1: the weights are then e-proportional), and a
+// kept row of mass 3 gets w_c = 3e / (3e + e^u).
+TEST(D2o, MergeWeighsRowsByTheTokensTheyStandFor) {
+  const double E = std::exp(1.0), eu = std::exp(static_cast<double>(0.8f));
+  const std::vector<int32_t> near = {0};
+  const std::vector<float> u = {0.8f};
+  const auto w = math::d2o_merge_weights(near, u, 1, 0.5, math::D2oMerge::PaperEq12, std::vector<float>{3.0f},
+                                         std::vector<float>{1.0f});
+  EXPECT_NEAR(w.kept[0], 3 * E / (3 * E + eu), 1e-12);
+  EXPECT_NEAR(w.evicted[0], eu / (3 * E + eu), 1e-12);
+  // An evicted row of mass 2 counts twice.
+  const auto w2 = math::d2o_merge_weights(near, u, 1, 0.5, math::D2oMerge::PaperEq12, std::vector<float>{1.0f},
+                                          std::vector<float>{2.0f});
+  EXPECT_NEAR(w2.evicted[0], 2 * eu / (E + 2 * eu), 1e-12);
+  // Sequential = at once when u = 1 (identical keys): c, then a, then b.
+  std::vector<float> kc = {1, 0}, vc = {1, 2};
+  const std::vector<float> ka = {1, 0}, va = {5, 6}, kb = {1, 0}, vb = {9, -3};
+  std::vector<float> k_once = kc, v_once = vc;
+  const std::vector<float> ek = {1, 0, 1, 0}, ev = {5, 6, 9, -3};
+  math::d2o_merge(k_once, v_once, 1, 2, 2, ek, ev, std::vector<int32_t>{0, 0}, std::vector<float>{1, 1}, 0.5,
+                  math::D2oMerge::PaperEq12, std::vector<float>{1.0f}, std::vector<float>{1.0f, 1.0f});
+  std::vector<float> k_seq = kc, v_seq = vc;
+  math::d2o_merge(k_seq, v_seq, 1, 2, 2, ka, va, near, std::vector<float>{1}, 0.5, math::D2oMerge::PaperEq12,
+                  std::vector<float>{1.0f}, std::vector<float>{1.0f});
+  math::d2o_merge(k_seq, v_seq, 1, 2, 2, kb, vb, near, std::vector<float>{1}, 0.5, math::D2oMerge::PaperEq12,
+                  std::vector<float>{2.0f}, std::vector<float>{1.0f});
+  for (int d = 0; d < 2; ++d) {
+    EXPECT_NEAR(v_once[d], (vc[d] + va[d] + vb[d]) / 3.0, 1e-5);
+    EXPECT_NEAR(v_seq[d], v_once[d], 1e-5);
+  }
+  // Without the masses (literal Eq. 12) the second merge halves what the row stood for.
+  std::vector<float> k_lit = kc, v_lit = vc;
+  math::d2o_merge(k_lit, v_lit, 1, 2, 2, ka, va, near, std::vector<float>{1}, 0.5);
+  math::d2o_merge(k_lit, v_lit, 1, 2, 2, kb, vb, near, std::vector<float>{1}, 0.5);
+  EXPECT_NEAR(v_lit[0], ((vc[0] + va[0]) / 2 + vb[0]) / 2, 1e-5);
+  EXPECT_GT(std::abs(v_lit[0] - v_once[0]), 0.5);
+  // Masses weigh Eq. 12 only.
+  EXPECT_THROW(math::d2o_merge_weights(near, u, 1, 0.5, math::D2oMerge::OfficialScatterMean, std::vector<float>{2.0f}),
+               Error);
 }
 
 // The official code min-max normalises the head variances within each layer before averaging:

@@ -33,6 +33,9 @@ struct FakeProbe : ModelProbe {
   }
   ProbeDims dims() const override { return d; }
   void project_queries(int, const float*, int, const float*, bool, float*) override { fail("fake probe: no queries"); }
+  void project_attn_input_queries(int, const float*, int, const float*, bool, float*) override {
+    fail("fake probe: no queries");
+  }
   std::vector<float> rope_table(std::span<const int32_t>) const override { return {}; }
   std::vector<float> rope_table_mean(int32_t, int32_t) const override { return {}; }
 

@@ -122,7 +122,7 @@ TEST(GVote, PressIsAdaptiveAndNeedsTheModel) {
   EXPECT_TRUE(p.adaptive());
   EXPECT_TRUE(p.needs().probe);
   EXPECT_EQ(p.needs().stats.window, 1);
-  EXPECT_TRUE(p.needs().stats.hidden_moments);
+  EXPECT_TRUE(p.needs().stats.attn_input_moments);
   CompressRequest with_keep;
   with_keep.keep = 0.5;
   EXPECT_THROW(check_request(p, with_keep), Error);  // chooses its own keep ratio

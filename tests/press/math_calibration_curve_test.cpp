@@ -90,25 +90,27 @@ std::vector<CalibTriple> synthetic(double alpha, double beta, double noise, uint
 TEST(MathCalibration, FitRecoversParametersWithoutNoise) {
   for (auto [alpha, beta] : {std::pair{1.5, -4.0}, std::pair{-0.8, 1.0}, std::pair{0.0, 2.0}}) {
     const auto t = synthetic(alpha, beta, 0.0, 1);
-    for (double w : {1.0, 4.0}) {
-      const CalibFit fit = fit_calibration(t, {.under_weight = w});
-      EXPECT_NEAR(fit.alpha, alpha, 1e-6);
-      EXPECT_NEAR(fit.beta, beta, 1e-6);
-      EXPECT_LT(fit.loss, 1e-12);
-      EXPECT_EQ(fit.n_used, 30 * 9);  // r = 0 and r = 1 skipped
-    }
+    for (double w : {1.0, 4.0})
+      for (bool log_space : {true, false}) {
+        const CalibFit fit = fit_calibration(t, {.under_weight = w, .log_space = log_space});
+        EXPECT_NEAR(fit.alpha, alpha, 1e-6);
+        EXPECT_NEAR(fit.beta, beta, 1e-6);
+        EXPECT_LT(fit.loss, 1e-12);
+        EXPECT_EQ(fit.n_used, 30 * 9);  // r = 0 and r = 1 skipped
+      }
   }
 }
 
 TEST(MathCalibration, FitWithNoiseAndTheAsymmetricPenalty) {
   const double alpha = 1.5, beta = -4.0;
   const auto t = synthetic(alpha, beta, 0.02, 7);
-  const CalibFit sym = fit_calibration(t, {.under_weight = 1.0});
+  // Additive noise can make y <= 0 at small r: the linear form of the loss.
+  const CalibFit sym = fit_calibration(t, {.under_weight = 1.0, .log_space = false});
   EXPECT_NEAR(sym.alpha, alpha, 0.05);  // seeds 7-9 land within 0.02 of alpha and 0.03 of beta
   EXPECT_NEAR(sym.beta, beta, 0.1);
   // The asymmetric fit prefers curves below the data: fewer residuals with f > y, and the r* it
   // yields is never smaller (more conservative) than the symmetric fit's, across contexts.
-  const CalibFit asym = fit_calibration(t, {.under_weight = 4.0});
+  const CalibFit asym = fit_calibration(t, {.under_weight = 4.0, .log_space = false});
   int over_sym = 0, over_asym = 0;
   for (const CalibTriple& x : t) {
     if (x.r == 0 || x.r == 1) continue;
@@ -121,6 +123,43 @@ TEST(MathCalibration, FitWithNoiseAndTheAsymmetricPenalty) {
     const double ra = calib_solve_r(0.95, calib_b(asym.alpha, asym.beta, nll));
     EXPECT_GE(ra, rs) << nll;
   }
+}
+
+// Log space: multiplicative noise (y = f e^{0.05 z}), y above 1 kept as measured: the fit recovers
+// the curve. The linear form on the same data, y clipped to 1 as it had to be, is pulled toward
+// "no loss" (a smaller b: r* too small) — what the log form avoids.
+TEST(MathCalibration, LogFitNeedsNoClipping) {
+  const double alpha = 1.0, beta = -2.0;
+  NormalRng g(11);
+  std::vector<CalibTriple> t, clipped;
+  for (int c = 0; c < 30; ++c) {
+    const double nll = 0.5 + 3.5 * c / 29.0;
+    for (double r : {0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9}) {
+      const double y = calib_f(r, calib_b(alpha, beta, nll)) * std::exp(0.1 * g.next());
+      t.push_back({r, nll, y});
+      clipped.push_back({r, nll, std::min(y, 1.0)});
+    }
+  }
+  int above = 0;
+  for (const CalibTriple& x : t) above += x.y > 1;
+  EXPECT_GT(above, 3);
+  const CalibFit lf = fit_calibration(t, {.under_weight = 1.0});
+  EXPECT_NEAR(lf.alpha, alpha, 0.15);
+  EXPECT_NEAR(lf.beta, beta, 0.4);
+  // r* at τ = 0.9 over the contexts: the log fit's is closer to the true curve's than the clipped
+  // linear fit's.
+  const CalibFit cf = fit_calibration(clipped, {.under_weight = 1.0, .log_space = false});
+  double err_log = 0, err_clip = 0;
+  for (double nll : {0.5, 1.5, 2.5, 3.5}) {
+    const double want = calib_solve_r(0.9, calib_b(alpha, beta, nll));
+    err_log += std::abs(calib_solve_r(0.9, calib_b(lf.alpha, lf.beta, nll)) - want);
+    err_clip += std::abs(calib_solve_r(0.9, calib_b(cf.alpha, cf.beta, nll)) - want);
+  }
+  EXPECT_LT(err_log, err_clip);
+  // β alone (fit_alpha false): α stays 0.
+  EXPECT_EQ(fit_calibration(t, {.fit_alpha = false}).alpha, 0.0);
+  // y <= 0 cannot be fitted in log space.
+  EXPECT_THROW(fit_calibration(std::vector<CalibTriple>{{0.5, 1, 0.0}, {0.4, 1, 0.5}}), Error);
 }
 
 TEST(MathCalibration, FitEdgeCases) {

@@ -1,6 +1,7 @@
 // GVote pieces: top-p size (p -> 1 keeps everything, one dominant key keeps one), channel
-// statistics, seeded Gaussian samples, averaged RoPE cos/sin (and that RoPE with them averages the
-// rotations), and the union of top-B votes over samples and the query heads of a group.
+// statistics against a two-pass estimate, seeded Gaussian samples, and the union of top-B votes
+// over samples and the query heads of a group. (The averaged RoPE table is the probe's:
+// tests/runtime/forward_hooks_test.cpp.)
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,6 +10,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "kernels/ops.h"
+#include "press/math/channel_stats.h"
 #include "press/math/gvote_math.h"
 
 namespace kvs::math {
@@ -75,43 +77,6 @@ TEST(MathGvote, ChannelStatsAndSamples) {
   ChannelStats one(3);
   one.add(m0, 1);
   EXPECT_THROW(one.stddev(), Error);
-}
-
-TEST(MathGvote, AveragedRopeCosSin) {
-  const std::vector<float> inv_freq = {1.0f, 0.1f, 0.01f, 0.001f};  // rot_dim 8
-  // n_f = 1: exactly the engine's cos/sin for that position
-  const auto one = gvote_average_cos_sin(inv_freq, 37, 1);
-  for (size_t i = 0; i < inv_freq.size(); ++i) {
-    const double a = 37.0 * inv_freq[i];
-    EXPECT_EQ(one[2 * i], static_cast<float>(std::cos(a)));
-    EXPECT_EQ(one[2 * i + 1], static_cast<float>(std::sin(a)));
-  }
-  // n_f = 3: the means
-  const auto avg = gvote_average_cos_sin(inv_freq, 10, 3);
-  for (size_t i = 0; i < inv_freq.size(); ++i) {
-    double c = 0, s = 0;
-    for (int p = 10; p < 13; ++p) {
-      c += std::cos(p * static_cast<double>(inv_freq[i]));
-      s += std::sin(p * static_cast<double>(inv_freq[i]));
-    }
-    EXPECT_NEAR(avg[2 * i], c / 3, 1e-7);
-    EXPECT_NEAR(avg[2 * i + 1], s / 3, 1e-7);
-  }
-  // RoPE is linear in (cos, sin): rotating with the averaged pairs = averaging the rotated vectors
-  for (auto style : {kernels::RopeStyle::Interleaved, kernels::RopeStyle::RotateHalf}) {
-    std::vector<float> q = {0.3f, -1.2f, 0.8f, 2.0f, -0.5f, 0.1f, 1.5f, -0.7f};
-    std::vector<float> rotated_avg = q;
-    kernels::rope(rotated_avg.data(), 1, 8, 8, avg.data(), style);
-    std::vector<double> mean_rot(8, 0.0);
-    for (int p = 10; p < 13; ++p) {
-      std::vector<float> r = q;
-      const auto cs = gvote_average_cos_sin(inv_freq, p, 1);
-      kernels::rope(r.data(), 1, 8, 8, cs.data(), style);
-      for (int j = 0; j < 8; ++j) mean_rot[j] += r[j] / 3.0;
-    }
-    for (int j = 0; j < 8; ++j) EXPECT_NEAR(rotated_avg[j], mean_rot[j], 1e-5);
-  }
-  EXPECT_THROW(gvote_average_cos_sin(inv_freq, 0, 0), Error);
 }
 
 TEST(MathGvote, UnionOfVotesOverSamplesAndGroupHeads) {

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "press/math/leverage.h"
+#include "press/math/sym_eigen.h"
 
 namespace kvs::math {
 namespace {
@@ -137,6 +138,48 @@ TEST(MathLeverage, ApproximationRanksLikeExactOnLowRankKeys) {
       EXPECT_GE(spearman(approx, exact.scores), c.min_rho);
     }
   }
+}
+
+// compactor-vllm's regulariser (ridge ρ): l_i = Σ_j (ŷ_i · v_j)² / (λ_j + ρ), ŷ = centred K Φ,
+// (λ, v) the eigenpairs of Ŷ^T Ŷ — computed here in double with the Jacobi oracle. d = 64 > k = 16.
+TEST(MathLeverage, RidgeIsAddedToTheSketchGramEigenvalues) {
+  const int64_t n = 300;
+  const int d = 64, k = 16;
+  const auto keys = low_rank_keys(n, d, 40, 0.95, 0.05, 9);
+  const auto phi = gaussian_sketch(d, k, 21);
+  for (double ridge : {0.005, 50.0}) {
+    const auto got = approx_leverage(keys, n, d, d, phi, k, /*center=*/true, 1e-6, ridge);
+    std::vector<double> y(static_cast<size_t>(n) * k, 0.0), mu(static_cast<size_t>(k), 0.0), g(static_cast<size_t>(k) * k, 0.0);
+    for (int64_t i = 0; i < n; ++i)
+      for (int j = 0; j < k; ++j) {
+        double s = 0;
+        for (int c = 0; c < d; ++c) s += static_cast<double>(keys[i * d + c]) * phi[static_cast<size_t>(c) * k + j];
+        y[static_cast<size_t>(i) * k + j] = s;
+        mu[j] += s / n;
+      }
+    for (int64_t i = 0; i < n; ++i)
+      for (int j = 0; j < k; ++j) y[static_cast<size_t>(i) * k + j] -= mu[j];
+    for (int64_t i = 0; i < n; ++i)
+      for (int a = 0; a < k; ++a)
+        for (int b = 0; b < k; ++b) g[static_cast<size_t>(a) * k + b] += y[i * k + a] * y[i * k + b];
+    const SymEigen e = sym_eigen_jacobi(g, k);
+    double worst = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      double l = 0;
+      for (int j = 0; j < k; ++j) {
+        double p = 0;
+        for (int a = 0; a < k; ++a) p += y[i * k + a] * e.vectors[static_cast<size_t>(a) * k + j];
+        l += p * p / (e.values[j] + ridge);
+      }
+      worst = std::max(worst, std::abs(l - got[static_cast<size_t>(i)]) / (1e-6 + l));
+    }
+    EXPECT_LT(worst, 2e-3) << "ridge " << ridge;
+  }
+  // The ridge shrinks every score (a larger ridge more): it is not the relative floor.
+  const auto none = approx_leverage(keys, n, d, d, phi, k, true);
+  const auto big = approx_leverage(keys, n, d, d, phi, k, true, 1e-6, 50.0);
+  EXPECT_LT(std::accumulate(big.begin(), big.end(), 0.0), std::accumulate(none.begin(), none.end(), 0.0));
+  EXPECT_THROW(approx_leverage(keys, n, d, d, phi, k, true, 1e-6, -1.0), Error);
 }
 
 TEST(MathLeverage, SeededReproducibleAndStrided) {

@@ -19,14 +19,17 @@ std::vector<double> identity(int d, double s = 1.0) {
 
 TEST(MathMatrixEntropy, IdentityGivesKAndRankOneGivesOne) {
   const auto id = identity(64, 3.0);
-  EXPECT_NEAR(truncated_entropy_of(id, 64, 32).erank, 32.0, 1e-9);
-  EXPECT_NEAR(truncated_entropy_of(id, 64, 32).h, std::log(32.0), 1e-12);
-  EXPECT_NEAR(truncated_entropy_of(id, 64, 64).erank, 64.0, 1e-9);
+  // top-k renormalised: the top-k block of the identity is flat -> erank k
+  EXPECT_NEAR(truncated_entropy_of(id, 64, 32, EntropyNorm::TopK).erank, 32.0, 1e-9);
+  EXPECT_NEAR(truncated_entropy_of(id, 64, 32, EntropyNorm::TopK).h, std::log(32.0), 1e-12);
+  EXPECT_NEAR(truncated_entropy_of(id, 64, 64, EntropyNorm::TopK).erank, 64.0, 1e-9);
   const auto big_k = truncated_entropy_of(id, 64, 100);  // k > d: all 64 used
   EXPECT_EQ(big_k.k_used, 64);
   EXPECT_NEAR(big_k.erank, 64.0, 1e-9);
-  // the official code's trace normalisation: 32 terms of (1/64) log 64 -> exp(log(64) / 2) = 8
-  EXPECT_NEAR(truncated_entropy_of(id, 64, 32, EntropyNorm::Trace).erank, 8.0, 1e-9);
+  // the default (Lemma 4's trace-1 matrix, the official code): k terms of (1/64) log 64;
+  // k = 16 = D/4 (the paper's 32 of 128): H = (1/4) log 64, i.e. 0.25 in units of log D
+  EXPECT_NEAR(truncated_entropy_of(id, 64, 16).h, 0.25 * std::log(64.0), 1e-12);
+  EXPECT_NEAR(truncated_entropy_of(id, 64, 32).erank, 8.0, 1e-9);
   EXPECT_NEAR(truncated_entropy_of(id, 64, 64, EntropyNorm::Trace).erank, 64.0, 1e-9);
   // rank one: v v^T
   std::vector<double> v(16), r1(16 * 16);
@@ -42,16 +45,17 @@ TEST(MathMatrixEntropy, IdentityGivesKAndRankOneGivesOne) {
 
 TEST(MathMatrixEntropy, KnownSpectrum) {
   const std::vector<double> ev = {4, 2, 1, 1};
-  const auto top2 = truncated_entropy(ev, 2);
+  const auto top2 = truncated_entropy(ev, 2, EntropyNorm::TopK);
   const double p = 2.0 / 3.0, q = 1.0 / 3.0;
   EXPECT_NEAR(top2.h, -(p * std::log(p) + q * std::log(q)), 1e-14);
   EXPECT_NEAR(top2.erank, std::exp(top2.h), 1e-14);
   const auto tr2 = truncated_entropy(ev, 2, EntropyNorm::Trace);  // (0.5, 0.25) of the trace 8
   EXPECT_NEAR(tr2.h, -(0.5 * std::log(0.5) + 0.25 * std::log(0.25)), 1e-14);
-  // erank_k <= min(k, erank) (Lemma 4) for the trace form; the full entropy is k = d
-  const auto full = truncated_entropy(ev, 4);
-  EXPECT_LE(tr2.erank, full.erank);
-  EXPECT_LE(top2.erank, 2.0);
+  EXPECT_EQ(truncated_entropy(ev, 2).h, tr2.h);  // trace is the default
+  // k = d: both forms are the full entropy of (1/2, 1/4, 1/8, 1/8)
+  const double full = -(0.5 * std::log(0.5) + 0.25 * std::log(0.25) + 2 * 0.125 * std::log(0.125));
+  EXPECT_NEAR(truncated_entropy(ev, 4).h, full, 1e-14);
+  EXPECT_NEAR(truncated_entropy(ev, 4, EntropyNorm::TopK).h, full, 1e-14);
   // zero and rank-deficient spectra
   const auto z = truncated_entropy(std::vector<double>{0, 0, 0}, 2);
   EXPECT_EQ(z.k_used, 0);
@@ -62,6 +66,34 @@ TEST(MathMatrixEntropy, KnownSpectrum) {
   EXPECT_NEAR(def.erank, 2.0, 1e-12);
   EXPECT_THROW(truncated_entropy(std::vector<double>{1, 2}, 2), Error);  // not descending
   EXPECT_THROW(truncated_entropy(ev, 0), Error);
+}
+
+// Hand-computed: tokens ±3 e1 and ±e2 (one each, D = 4). Eq. 1: covariance diag(6, 2/3, 0, 0), with
+// the e1 : e2 variance ratio 9 : 1 -> trace-normalised (0.9, 0.1, 0, 0); k = 1: H = -0.9 ln 0.9;
+// top-k renormalised: (1) -> H = 0. The official unit-norm covariance: every centred token has
+// norm 1 -> Z^T Z / 4 = diag(1/2, 1/2, 0, 0), trace 1; k = 1: H = (1/2) ln 2 = 0.25 ln 4.
+TEST(MathMatrixEntropy, HandComputedEq1AndUnitNormCovariances) {
+  const std::vector<float> x = {3, 0, 0, 0, -3, 0, 0, 0, 0, 1, 0, 0, 0, -1, 0, 0};
+  GramAccumulator acc(4);
+  acc.add(x, 4);
+  const auto cov = acc.covariance();
+  EXPECT_NEAR(cov[0], 18.0 / 3, 1e-12);
+  EXPECT_NEAR(cov[5], 2.0 / 3, 1e-12);
+  EXPECT_NEAR(truncated_entropy_of(cov, 4, 1).h, -0.9 * std::log(0.9), 1e-12);
+  EXPECT_NEAR(truncated_entropy_of(cov, 4, 1, EntropyNorm::TopK).h, 0.0, 1e-12);
+  const auto un = unit_norm_covariance(x, 4, 4);
+  const std::vector<double> want = {0.5, 0, 0, 0, 0, 0.5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  for (int i = 0; i < 16; ++i) EXPECT_NEAR(un[i], want[i], 1e-15) << i;
+  EXPECT_NEAR(truncated_entropy_of(un, 4, 1).h, 0.5 * std::log(2.0), 1e-12);
+  EXPECT_NEAR(truncated_entropy_of(un, 4, 1).h / std::log(4.0), 0.25, 1e-12);
+  // Strided rows (one head of a [n][2][4] block), and a zero centred row stays zero.
+  std::vector<float> y(4 * 8, 7.0f);
+  for (int t = 0; t < 4; ++t)
+    for (int c = 0; c < 4; ++c) y[static_cast<size_t>(t) * 8 + 4 + c] = x[static_cast<size_t>(t) * 4 + c];
+  EXPECT_EQ(unit_norm_covariance(std::span<const float>(y).subspan(4), 4, 4, 8), un);
+  const auto zero = unit_norm_covariance(std::span<const float>(y), 4, 4, 8);  // all rows equal
+  for (double v : zero) EXPECT_EQ(v, 0.0);
+  EXPECT_THROW(unit_norm_covariance(x, 5, 4), Error);
 }
 
 TEST(MathMatrixEntropy, StreamedGramEqualsDirectCovariance) {

@@ -13,7 +13,15 @@ namespace {
 TEST(MathUncompGroups, GroupSizesAndPerSampleAssignment) {
   EXPECT_EQ(uncomp_group_sizes(8, 4), (std::vector<int>{2, 2, 2, 2}));
   EXPECT_EQ(uncomp_group_sizes(10, 4), (std::vector<int>{3, 3, 2, 2}));
-  EXPECT_EQ(uncomp_group_sizes(3, 5), (std::vector<int>{1, 1, 1, 0, 0}));
+  // Fewer heads than groups: ranks spread over the whole ladder, round(r (M-1) / (n-1)).
+  EXPECT_EQ(uncomp_group_sizes(3, 5), (std::vector<int>{1, 0, 1, 0, 1}));
+  EXPECT_EQ(uncomp_group_sizes(4, 8), (std::vector<int>{1, 0, 1, 0, 0, 1, 0, 1}));  // groups 0, 2, 5, 7
+  EXPECT_EQ(uncomp_group_sizes(7, 8), (std::vector<int>{1, 1, 1, 0, 1, 1, 1, 1}));  // 0 1 2 4 5 6 7
+  EXPECT_EQ(uncomp_group_sizes(1, 8), (std::vector<int>{1, 0, 0, 0, 0, 0, 0, 0}));
+  // 4 KV heads, 8 groups: budgets 640, 492, 270, 122 (the paper's ladder's ends), mean 381
+  const auto lab = uncomp_assign_head_groups(std::vector<double>{3, 9, 1, 5}, 8);
+  EXPECT_EQ(lab, (std::vector<int>{5, 0, 7, 2}));
+  EXPECT_EQ(uncomp_head_budgets(lab, 8, 1524), (std::vector<int64_t>{270, 640, 122, 492}));
   // erank 5,1,4,2,3,0 -> ranks h0 h2 | h4 h3 | h1 h5
   EXPECT_EQ(uncomp_assign_head_groups(std::vector<double>{5, 1, 4, 2, 3, 0}, 3), (std::vector<int>{0, 2, 0, 1, 1, 2}));
   // ties: the lower head index ranks first

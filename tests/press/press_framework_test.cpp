@@ -225,10 +225,10 @@ TEST(PressFramework, PressNeedingTheModelIsRefusedWithoutAProbe) {
 
 TEST(PressFramework, StatsRequestUnionAndCover) {
   StatsRequest a{.col_sum = true, .window = 8};
-  StatsRequest b{.window = 16, .hidden_moments = true};
+  StatsRequest b{.window = 16, .attn_input_moments = true};
   StatsRequest u = a;
   u |= b;
-  EXPECT_EQ(u, (StatsRequest{.col_sum = true, .window = 16, .hidden_moments = true}));
+  EXPECT_EQ(u, (StatsRequest{.col_sum = true, .window = 16, .attn_input_moments = true}));
   EXPECT_TRUE(u.covers(a));
   EXPECT_TRUE(u.covers(b));
   EXPECT_FALSE(a.covers(b));

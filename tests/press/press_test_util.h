@@ -80,7 +80,7 @@ struct Synth {
 inline bool runs_on_synthetic_cache(const Press& p) {
   const Needs n = p.needs();
   return !n.probe && !n.context_nll && !n.stats.pre_rope_keys && n.stats.query_gram != QueryGram::PreRope &&
-         !n.stats.hidden_moments;
+         !n.stats.attn_input_moments;
 }
 
 inline bool contains(const std::vector<int32_t>& v, int32_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }

@@ -6,12 +6,14 @@
 // through compress() with a calibration given by a fake probe.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <numeric>
 #include <random>
 
 #include "core/error.h"
 #include "fake_probe.h"
 #include "press/math/matrix_entropy.h"
+#include "press/math/sym_eigen.h"
 #include "press/methods/uncomp.h"
 #include "press/registry.h"
 #include "press_test_util.h"
@@ -31,17 +33,17 @@ void expect_error(Fn fn, const std::string& needle) {
   }
 }
 
-// erank[s][l][qh] for L = 2 layers, H = 4 query heads, Hkv = 2 (query heads 2k, 2k+1 -> KV head k).
-// Layer 0: KV head 0 high (10, 12), KV head 1 low (4, 6), reversed in the samples listed;
-// layer 1: KV head 1 high always (values 3 and 1 per query head: layer sum 8).
+// H_k[s][l][qh] = log erank for L = 2 layers, H = 4 query heads, Hkv = 2 (query heads 2k, 2k+1 ->
+// KV head k). Layer 0: KV head 0 high (eranks 10, 12), KV head 1 low (4, 6), reversed in the
+// samples listed; layer 1: KV head 1 high always (eranks 3 and 1 per query head: sum 8).
 std::vector<double> make_erank(int n_samples, const std::vector<int>& reversed) {
   std::vector<double> e;
   for (int s = 0; s < n_samples; ++s) {
     const bool rev = std::find(reversed.begin(), reversed.end(), s) != reversed.end();
     const std::vector<double> l0 = rev ? std::vector<double>{4, 6, 10, 12} : std::vector<double>{10, 12, 4, 6};
     const std::vector<double> l1{1, 1, 3, 3};
-    e.insert(e.end(), l0.begin(), l0.end());
-    e.insert(e.end(), l1.begin(), l1.end());
+    for (double x : l0) e.push_back(std::log(x));
+    for (double x : l1) e.push_back(std::log(x));
   }
   return e;
 }
@@ -50,14 +52,32 @@ TEST(Uncomp, CalibrationDataVotesGroupsAndLayerGroups) {
   UncompCalibrateOptions o;
   o.groups = 2;
   o.eps = 1.0;
+  const int D = 8;  // ln D = 2.0794: the layer values' unit
   // 6 samples, sample 5 reversed in layer 0: the vote follows the majority; both halves agree.
-  const nlohmann::json j = uncomp_calibration_data(make_erank(6, {5}), 6, 2, 4, 2, o);
+  const nlohmann::json j = uncomp_calibration_data(make_erank(6, {5}), 6, 2, 4, 2, D, o);
   EXPECT_EQ(j["kv_head_groups"], nlohmann::json({{0, 1}, {1, 0}}));
-  // Layer values: sum over query heads, mean over samples: layer 0 = 32, layer 1 = 8; the drop
-  // 24 > eps starts a second group (Eq. 8).
-  EXPECT_DOUBLE_EQ(j["layer_erank"][0].get<double>(), 32.0);
-  EXPECT_DOUBLE_EQ(j["layer_erank"][1].get<double>(), 8.0);
+  // Reported eranks: sum over query heads, mean over samples: layer 0 = 32, layer 1 = 8.
+  EXPECT_NEAR(j["layer_erank"][0].get<double>(), 32.0, 1e-5);
+  EXPECT_NEAR(j["layer_erank"][1].get<double>(), 8.0, 1e-5);
+  // Layer values in entropy units: Σ_h H_k / ln D = ln(10·12·4·6) / ln 8 = 3.8308 and
+  // ln(1·1·3·3) / ln 8 = 1.0566; the drop 2.77 > eps 1 starts a second group (Eq. 8).
+  EXPECT_NEAR(j["layer_values"][0].get<double>(), std::log(2880.0) / std::log(8.0), 1e-5);
+  EXPECT_NEAR(j["layer_values"][1].get<double>(), std::log(9.0) / std::log(8.0), 1e-5);
   EXPECT_EQ(j["layer_groups"], nlohmann::json({0, 1}));
+  EXPECT_EQ(j["k"], 2);  // auto: D / 4
+  EXPECT_EQ(j["layer_value"], "entropy");
+  // Drop 2.77 < eps 3: one group; official-erank values Σ_h exp(H / ln D) = Σ_h erank^(1/ln 8).
+  o.eps = 3.0;
+  EXPECT_EQ(uncomp_calibration_data(make_erank(6, {5}), 6, 2, 4, 2, D, o)["layer_groups"], nlohmann::json({0, 0}));
+  o.layer_value = UncompLayerValue::OfficialErank;
+  o.eps = 1.0;
+  const nlohmann::json jo = uncomp_calibration_data(make_erank(2, {}), 2, 2, 4, 2, D, o);
+  const double p = 1.0 / std::log(8.0);
+  EXPECT_NEAR(jo["layer_values"][0].get<double>(), std::pow(10, p) + std::pow(12, p) + std::pow(4, p) + std::pow(6, p), 1e-5);
+  EXPECT_NEAR(jo["layer_values"][1].get<double>(), 2 + 2 * std::pow(3, p), 1e-5);
+  EXPECT_EQ(jo["layer_groups"], nlohmann::json({0, 1}));  // 7.52 - 5.39 = 2.13 > 1
+  o.layer_value = UncompLayerValue::Entropy;
+  o.eps = 1.0;
   // KV-head eranks: the mean of the group's query heads, then over samples: (5 x 11 + 5) / 6.
   EXPECT_NEAR(j["kv_head_erank"][0][0].get<double>(), 60.0 / 6, 1e-6);
   EXPECT_NEAR(j["head_erank"][1][2].get<double>(), 3.0, 1e-12);
@@ -70,7 +90,7 @@ TEST(Uncomp, CalibrationDataVotesGroupsAndLayerGroups) {
   // 5 samples, halves [0, 2) and [2, 5): layer 0 reversed in samples 2, 3, 4 -> the second half
   // (and the whole, 3 of 5) vote reversed, the first half normal: layer 0's two heads disagree,
   // layer 1's agree.
-  const nlohmann::json k = uncomp_calibration_data(make_erank(5, {2, 3, 4}), 5, 2, 4, 2, o);
+  const nlohmann::json k = uncomp_calibration_data(make_erank(5, {2, 3, 4}), 5, 2, 4, 2, D, o);
   EXPECT_EQ(k["kv_head_groups"], nlohmann::json({{1, 0}, {1, 0}}));
   EXPECT_EQ(k["stability"]["kv_head_groups_first_half"], nlohmann::json({{0, 1}, {1, 0}}));
   EXPECT_EQ(k["stability"]["kv_head_groups_second_half"], nlohmann::json({{1, 0}, {1, 0}}));
@@ -78,8 +98,8 @@ TEST(Uncomp, CalibrationDataVotesGroupsAndLayerGroups) {
   EXPECT_DOUBLE_EQ(k["stability"]["agreement_within_one_group"].get<double>(), 1.0);
   // Small drops (below eps) keep one layer group.
   o.eps = 100;
-  EXPECT_EQ(uncomp_calibration_data(make_erank(2, {}), 2, 2, 4, 2, o)["layer_groups"], nlohmann::json({0, 0}));
-  expect_error([&] { uncomp_calibration_data(std::vector<double>(3), 1, 2, 4, 2, o); }, "eranks");
+  EXPECT_EQ(uncomp_calibration_data(make_erank(2, {}), 2, 2, 4, 2, D, o)["layer_groups"], nlohmann::json({0, 0}));
+  expect_error([&] { uncomp_calibration_data(std::vector<double>(3), 1, 2, 4, 2, D, o); }, "entropies");
 }
 
 TEST(Uncomp, CalibrationParserRefusesWhatItCannotUse) {
@@ -102,9 +122,31 @@ TEST(Uncomp, CalibrationParserRefusesWhatItCannotUse) {
   expect_error([&] { uncomp_calibration(&bad, 2, 2); }, "field 'groups' is missing");
 }
 
-// The collector's Gram statistics give the covariance of Eq. 1 (up to the 1/N vs 1/(N-1) factor,
-// which the normalised eigenvalues do not see), and the per-head eranks computed from them.
-TEST(Uncomp, CollectorGramCovarianceAndSampleErank) {
+// H_k written here from the paper / official formula, independently of press/math: Eq. 1
+// covariance (two-pass, double), divided by its trace, eigenvalues by the Jacobi oracle,
+// -Σ_{i<k} λ_i ln λ_i.
+double reference_entropy(const std::vector<float>& q, int n, int stride, int off, int D, int k) {
+  std::vector<double> mu(D, 0.0), c(static_cast<size_t>(D) * D, 0.0);
+  for (int t = 0; t < n; ++t)
+    for (int d = 0; d < D; ++d) mu[d] += q[static_cast<size_t>(t) * stride + off + d] / n;
+  for (int t = 0; t < n; ++t)
+    for (int a = 0; a < D; ++a)
+      for (int b = 0; b < D; ++b)
+        c[static_cast<size_t>(a) * D + b] += (q[static_cast<size_t>(t) * stride + off + a] - mu[a]) *
+                                             (q[static_cast<size_t>(t) * stride + off + b] - mu[b]) / (n - 1);
+  double tr = 0;
+  for (int a = 0; a < D; ++a) tr += c[static_cast<size_t>(a) * D + a];
+  for (double& x : c) x /= tr;
+  const math::SymEigen e = math::sym_eigen_jacobi(c, D);
+  double h = 0;
+  for (int i = 0; i < k; ++i)
+    if (e.values[i] > 1e-12) h -= e.values[i] * std::log(e.values[i]);
+  return h;
+}
+
+// The collector's Gram statistics give the covariance of Eq. 1, and the per-head truncated
+// entropies from them (k = 2 < D = 8: truncation exercised) equal the reference above.
+TEST(Uncomp, CollectorGramCovarianceAndSampleEntropy) {
   constexpr int L = 2, H = 4, Hkv = 2, D = 8, N = 24;
   std::mt19937 rng(5);
   std::normal_distribution<float> nd(0.0f, 1.0f);
@@ -126,7 +168,9 @@ TEST(Uncomp, CollectorGramCovarianceAndSampleErank) {
       qs[l].insert(qs[l].end(), q.begin(), q.end());
     }
   }
-  const std::vector<double> e = uncomp_sample_erank(*s.stats, L, 32, math::EntropyNorm::TopK);
+  const int k = uncomp_resolve_k(0, D);
+  ASSERT_EQ(k, 2);
+  const std::vector<double> e = uncomp_sample_entropy(*s.stats, L, k, math::EntropyNorm::Trace);
   ASSERT_EQ(e.size(), static_cast<size_t>(L * H));
   for (int l = 0; l < L; ++l)
     for (int h = 0; h < H; ++h) {
@@ -135,11 +179,14 @@ TEST(Uncomp, CollectorGramCovarianceAndSampleErank) {
       const std::vector<double> direct = acc.covariance();
       const std::vector<double> streamed = s.stats->query_gram(l, h).covariance();
       for (int i = 0; i < D * D; ++i) EXPECT_NEAR(streamed[i] * N / (N - 1), direct[i], 1e-4 * (1 + std::fabs(direct[i])));
-      EXPECT_NEAR(e[static_cast<size_t>(l) * H + h], math::truncated_entropy_of(direct, D, 32).erank, 1e-3)
-          << "layer " << l << " head " << h;
+      const double want = reference_entropy(qs[l], N, H * D, h * D, D, k);
+      EXPECT_NEAR(e[static_cast<size_t>(l) * H + h], want, 1e-4) << "layer " << l << " head " << h;
+      // The top-k renormalisation is another number (the trace form's top-2 mass is below 1).
+      if (!(l == 1 && h == 3))
+        EXPECT_GT(std::abs(math::truncated_entropy_of(direct, D, k, math::EntropyNorm::TopK).h - want), 1e-3);
     }
-  EXPECT_NEAR(e[static_cast<size_t>(1) * H + 3], 1.0, 1e-3);  // rank one
-  EXPECT_GT(e[0], 1.5);
+  EXPECT_NEAR(e[static_cast<size_t>(1) * H + 3], 0.0, 1e-3);  // rank one: one eigenvalue 1, H = 0
+  EXPECT_GT(e[0], 0.5);
 }
 
 TEST(Uncomp, StageRowsStepDownByLayerGroup) {

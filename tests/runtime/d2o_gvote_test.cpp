@@ -8,6 +8,9 @@
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <span>
+#include <cmath>
+#include <algorithm>
 
 #include "core/error.h"
 #include "kvcache/cache_file.h"
@@ -45,15 +48,15 @@ CompressionSpec spec_for(const std::string& press, std::optional<double> keep, P
   return make_compression_spec(a);
 }
 
-// Records, for every layer, the hidden state entering it and the query of the batch's last row.
+// Records, for every layer, the attention input and the query of the batch's last row.
 struct LastRowObserver : LayerObserver {
   int n_embd = 0, qdim = 0;
-  std::vector<std::vector<float>> hidden, q;
+  std::vector<std::vector<float>> hidden, q;  // hidden: the attention input, attn_norm(x)
   std::vector<int32_t> pos;
   void on_layer(const LayerView& v) override {
     if (hidden.size() <= static_cast<size_t>(v.layer)) hidden.resize(v.layer + 1), q.resize(v.layer + 1), pos.resize(v.layer + 1);
     const int t = v.n_tok - 1;
-    hidden[v.layer].assign(v.hidden + static_cast<size_t>(t) * n_embd, v.hidden + static_cast<size_t>(t + 1) * n_embd);
+    hidden[v.layer].assign(v.attn_in + static_cast<size_t>(t) * n_embd, v.attn_in + static_cast<size_t>(t + 1) * n_embd);
     q[v.layer].assign(v.q + static_cast<size_t>(t) * qdim, v.q + static_cast<size_t>(t + 1) * qdim);
     pos[v.layer] = v.pos[t];
   }
@@ -82,6 +85,160 @@ void check_projection(const std::string& model_path) {
 TEST(GVoteModel, SyntheticQueryProjectionEqualsTheEnginesQuery) {
   check_projection(test::stories_gguf());
   check_projection(testbed_model());  // GQA (8 query heads, 4 KV heads), rotate-half RoPE
+}
+
+// Every residual row entering each layer (the test's own copy, for brute-force moments).
+struct ResidualRows : LayerObserver {
+  int n_embd = 0;
+  std::vector<std::vector<float>> rows;  // [layer][n][n_embd]
+  void on_layer(const LayerView& v) override {
+    if (rows.size() <= static_cast<size_t>(v.layer)) rows.resize(v.layer + 1);
+    rows[v.layer].insert(rows[v.layer].end(), v.hidden, v.hidden + static_cast<size_t>(v.n_tok) * n_embd);
+  }
+};
+
+struct Both : LayerObserver {
+  LayerObserver* a;
+  LayerObserver* b;
+  Both(LayerObserver* x, LayerObserver* y) : a(x), b(y) {}
+  void on_layer(const LayerView& v) override {
+    a->on_layer(v);
+    b->on_layer(v);
+  }
+};
+
+// Algorithm 1 line 4 / the listing's gvote_get_mask: μ, σ are fitted channel-wise to the attention
+// module's input (attn_norm of the residual), over every prefill token, σ unbiased; the samples
+// are not normed again. Brute force here: the residual rows captured from the forward, RMS-normed
+// in double with the layer's attn_norm weights, two-pass mean and variance. The prefill runs in
+// three chunks, so the collector's accumulation across batches is checked too.
+void check_gaussian_fit(const std::string& model_path) {
+  auto model = Model::load(model_path);
+  Engine e(*model, one_thread());
+  const auto ids = model->tokenizer->encode(std::string(kStory) + " " + kStory, true, false);
+  const int E = model->hp.n_embd, n = static_cast<int>(ids.size());
+  auto stats = e.new_stats({.attn_input_moments = true});
+  ResidualRows res;
+  res.n_embd = E;
+  Both obs(stats.get(), &res);
+  auto cache = e.new_cache();
+  const std::span<const int32_t> all(ids);
+  e.forward(*cache, all.subspan(0, 17), Logits::None, &obs);
+  e.forward(*cache, all.subspan(17, 40), Logits::None, &obs);
+  e.forward(*cache, all.subspan(57), Logits::None, &obs);
+  EngineProbe probe(e, ids);
+  const ProbeDims d = probe.dims();
+  const int Q = d.n_head * d.head_dim;
+  for (int layer = 0; layer < d.n_layer; ++layer) {
+    SCOPED_TRACE(model_path + " layer " + std::to_string(layer));
+    const float* w = model->layers[static_cast<size_t>(layer)].attn_norm.f32();
+    const std::vector<float>& x = res.rows[static_cast<size_t>(layer)];
+    ASSERT_EQ(x.size(), static_cast<size_t>(n) * E);
+    std::vector<double> mu(E, 0.0), var(E, 0.0), res_mu(E, 0.0), xn(static_cast<size_t>(n) * E);
+    for (int t = 0; t < n; ++t) {
+      double ss = 0;
+      for (int c = 0; c < E; ++c) ss += static_cast<double>(x[t * E + c]) * x[t * E + c];
+      const double r = 1.0 / std::sqrt(ss / E + model->hp.rms_eps);
+      for (int c = 0; c < E; ++c) {
+        xn[t * E + c] = x[t * E + c] * r * w[c];
+        mu[c] += xn[t * E + c] / n;
+        res_mu[c] += static_cast<double>(x[t * E + c]) / n;
+      }
+    }
+    for (int t = 0; t < n; ++t)
+      for (int c = 0; c < E; ++c) var[c] += (xn[t * E + c] - mu[c]) * (xn[t * E + c] - mu[c]) / (n - 1);
+    // The collector's moments.
+    const auto& st = stats->attn_input_stats(layer);
+    ASSERT_EQ(st.count(), n);
+    const auto cm = st.mean(), cs = st.stddev(true);
+    double fit_vs_residual = 0;
+    for (int c = 0; c < E; ++c) {
+      EXPECT_NEAR(cm[c], mu[c], 1e-5 * (1 + std::abs(mu[c]))) << c;
+      EXPECT_NEAR(cs[c], std::sqrt(var[c]), 1e-5 * (1 + std::sqrt(var[c]))) << c;
+      fit_vs_residual =
+          std::max(fit_vs_residual, std::abs(mu[c] - res_mu[c]) / (5 * std::sqrt(var[c]) / std::sqrt(20000.0) + 1e-6));
+    }
+    // Some channel's residual-stream mean lies outside the sample-mean tolerance below: samples
+    // drawn from a fit on the residual stream (the old code) fail the next check.
+    EXPECT_GT(fit_vs_residual, 1.0);
+    // The samples: mean and std of S draws against the brute-force μ, σ.
+    const int S = 20000;
+    const std::vector<float> h = gvote_sample_layer(*stats, layer, S, 7);
+    for (int c = 0; c < E; ++c) {
+      double m = 0, v = 0;
+      for (int s = 0; s < S; ++s) m += h[static_cast<size_t>(s) * E + c] / static_cast<double>(S);
+      for (int s = 0; s < S; ++s) v += std::pow(h[static_cast<size_t>(s) * E + c] - m, 2) / (S - 1);
+      const double sd = std::sqrt(var[c]);
+      EXPECT_NEAR(m, mu[c], 5 * sd / std::sqrt(S) + 1e-6) << c;
+      EXPECT_NEAR(std::sqrt(v), sd, 0.05 * sd + 1e-6) << c;
+    }
+    // The sampled queries at position 0 (RoPE = identity): mean W_q μ + b, per-coordinate variance
+    // sum_c W_q[i,c]² σ_c² (a diagonal Gaussian through a linear map; samples renormalised would
+    // have neither). W_q's columns come from projecting σ_c e_c minus projecting 0.
+    const std::vector<float> qs = gvote_project(probe, layer, h.data(), S, 0, 1);
+    std::vector<float> mu_f(mu.begin(), mu.end()), zero(E, 0.0f), q_mu(Q), q0(Q), qc(Q);
+    const std::vector<int32_t> p0{0};
+    const std::vector<float> rope0 = probe.rope_table(p0);
+    probe.project_attn_input_queries(layer, mu_f.data(), 1, rope0.data(), true, q_mu.data());
+    probe.project_attn_input_queries(layer, zero.data(), 1, rope0.data(), true, q0.data());
+    std::vector<double> want_var(Q, 0.0);
+    for (int c = 0; c < E; ++c) {
+      std::vector<float> ec(E, 0.0f);
+      ec[c] = static_cast<float>(std::sqrt(var[c]));
+      probe.project_attn_input_queries(layer, ec.data(), 1, rope0.data(), true, qc.data());
+      for (int i = 0; i < Q; ++i) want_var[i] += std::pow(static_cast<double>(qc[i]) - q0[i], 2);
+    }
+    for (int i = 0; i < Q; ++i) {
+      double m = 0, v = 0;
+      for (int s = 0; s < S; ++s) m += qs[static_cast<size_t>(s) * Q + i] / static_cast<double>(S);
+      for (int s = 0; s < S; ++s) v += std::pow(qs[static_cast<size_t>(s) * Q + i] - m, 2) / (S - 1);
+      const double sd = std::sqrt(want_var[i]);
+      EXPECT_NEAR(m, q_mu[i], 5 * sd / std::sqrt(S) + 1e-4) << i;
+      EXPECT_NEAR(std::sqrt(v), sd, 0.05 * sd + 1e-4) << i;
+    }
+  }
+}
+
+TEST(GVoteModel, GaussianIsFittedOnTheAttentionInput) {
+  check_gaussian_fit(test::stories_gguf());
+  check_gaussian_fit(testbed_model());
+}
+
+// A query-aware prefill keeps the question whatever the votes (p_nuc small: few votes), and the
+// query-agnostic compression of the same context is what it was.
+TEST(GVoteModel, QueryAwareKeepsTheQuestion) {
+  auto model = Model::load(test::stories_gguf());
+  Engine e(*model, one_thread());
+  const auto ids = model->tokenizer->encode(kStory, true, false);
+  const auto question = model->tokenizer->encode(" What did Lily see in the park?", false, false);
+  CompressedContext c(e, spec_for("gvote", std::nullopt, {{"p_nuc", "0.05"}}));
+  c.prefill(ids);
+  std::vector<float> logits;
+  Sequence s = c.prefill_query_aware(question, &logits);
+  const KvLayout& l = e.kv_layout();
+  const int32_t n_all = static_cast<int32_t>(ids.size() + question.size());
+  ASSERT_EQ(s.cache->n_past(), n_all);
+  size_t kept = 0;
+  for (int i = 0; i < l.n_heads_total(); ++i) {
+    const auto& pos = s.cache->head(i / l.n_head_kv, i % l.n_head_kv).pos;
+    kept += pos.size();
+    for (int32_t p = static_cast<int32_t>(ids.size()); p < n_all; ++p)
+      EXPECT_NE(std::find(pos.begin(), pos.end(), p), pos.end()) << "head " << i << " lost question position " << p;
+  }
+  EXPECT_LT(kept, static_cast<size_t>(n_all) * l.n_heads_total());  // it did compress
+  // Some question positions would have been evicted without the protection: the votes alone
+  // (the same press, query-agnostic, on context + question as one context) drop at least one.
+  std::vector<int32_t> all = ids;
+  all.insert(all.end(), question.begin(), question.end());
+  CompressedContext agnostic(e, spec_for("gvote", std::nullopt, {{"p_nuc", "0.05"}}));
+  agnostic.prefill(all);
+  bool dropped = false;
+  for (int i = 0; i < l.n_heads_total(); ++i) {
+    const auto& pos = agnostic.cache().head(i / l.n_head_kv, i % l.n_head_kv).pos;
+    for (int32_t p = static_cast<int32_t>(ids.size()); p < n_all; ++p)
+      dropped |= std::find(pos.begin(), pos.end(), p) == pos.end();
+  }
+  EXPECT_TRUE(dropped);
 }
 
 TEST(GVoteModel, CompressesWithNoKeepRatioAndReportsItsChoice) {

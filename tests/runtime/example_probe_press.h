@@ -2,9 +2,9 @@
 // tested (tests/runtime/example_probe_press_test.cpp), so the document cannot rot.
 //
 // "Mean query" scorer: every key is scored by the attention it would receive from a typical
-// future query of its layer — the mean of the hidden states that entered the layer during
-// prefill, projected through the layer's attn_norm, W_q (+ bias) and RoPE averaged over the next
-// 16 positions (a simplified form of the expected-attention idea; GVote samples such queries).
+// future query of its layer — the mean of the layer's attention inputs (attn_norm of the hidden
+// states) seen during prefill, projected through W_q (+ bias) and RoPE averaged over the next 16
+// positions (a simplified form of the expected-attention idea; GVote samples such queries).
 #pragma once
 #include <cmath>
 #include <vector>
@@ -19,8 +19,8 @@ namespace kvs::example {
 class MeanQueryScorer : public Scorer {
  public:
   std::string name() const override { return "mean_query"; }
-  // The hidden-state moments come from the prefill's statistics; the projection from the probe.
-  Needs needs() const override { return {.stats = {.hidden_moments = true}, .probe = true}; }
+  // The attention-input moments come from the prefill's statistics; the projection from the probe.
+  Needs needs() const override { return {.stats = {.attn_input_moments = true}, .probe = true}; }
 
   Scores score(const PressEnv& env) const override {
     const ProbeDims d = env.probe->dims();
@@ -29,13 +29,11 @@ class MeanQueryScorer : public Scorer {
     Scores sc = make_scores(c);
     // One (cos, sin) row: RoPE averaged over the positions the next 16 tokens will take.
     const std::vector<float> rope = env.probe->rope_table_mean(c.n_past(), 16);
-    std::vector<float> h(static_cast<size_t>(d.n_embd));                    // [n_embd]
     std::vector<float> q(static_cast<size_t>(d.n_head) * d.head_dim);      // [n_head][head_dim]
     std::vector<float> k(static_cast<size_t>(d.head_dim));                 // [head_dim]
     for (int layer = 0; layer < d.n_layer; ++layer) {
-      const std::vector<double>& mean = env.stats->hidden_mean(layer);
-      for (int i = 0; i < d.n_embd; ++i) h[static_cast<size_t>(i)] = static_cast<float>(mean[static_cast<size_t>(i)]);
-      env.probe->project_queries(layer, h.data(), 1, rope.data(), /*rope_shared=*/true, q.data());
+      const std::vector<float> mean = env.stats->attn_input_stats(layer).mean();  // [n_embd]
+      env.probe->project_attn_input_queries(layer, mean.data(), 1, rope.data(), /*rope_shared=*/true, q.data());
       for (int kvh = 0; kvh < d.n_head_kv; ++kvh) {
         std::vector<float>& out = sc.at(c.layout(), layer, kvh);
         // Attention of each query head of the group over the head's slots, summed over the group.

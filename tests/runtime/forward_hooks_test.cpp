@@ -46,11 +46,12 @@ class Capture : public LayerObserver {
   void on_layer(const LayerView& v) override {
     if (v.layer != layer_) return;
     hidden.insert(hidden.end(), v.hidden, v.hidden + static_cast<size_t>(v.n_tok) * E_);
+    attn_in.insert(attn_in.end(), v.attn_in, v.attn_in + static_cast<size_t>(v.n_tok) * E_);
     q.insert(q.end(), v.q, v.q + static_cast<size_t>(v.n_tok) * Q_);
     pos.insert(pos.end(), v.pos, v.pos + v.n_tok);
     cache_len.push_back(v.cache->len(v.layer, 0));
   }
-  std::vector<float> hidden, q;
+  std::vector<float> hidden, attn_in, q;
   std::vector<int32_t> pos, cache_len;
 
  private:
@@ -77,7 +78,8 @@ std::vector<float> reference_tail(const Model& m, int from, std::vector<float> x
 // Half the rows dropped before layer k: the kept rows' logits equal a reference that runs layers
 // k.. on those rows alone (from the hidden states an unpruned forward gives them at layer k);
 // layers < k hold every token, layers >= k only the kept ones; positions are unchanged. In one
-// chunk and in several (later chunks' kept rows attend the earlier chunks' kept rows).
+// chunk and in several: with a row selector the forward runs layer-major, so the selector sees
+// the whole prefill and the kept rows (and logits) do not depend on the chunk size.
 TEST(ForwardHooks, RowSelectionMatchesARunOfTheRemainingLayersOnTheKeptRows) {
   auto model = Model::load(test::stories_gguf());
   const HParams& hp = model->hp;
@@ -105,10 +107,10 @@ TEST(ForwardHooks, RowSelectionMatchesARunOfTheRemainingLayersOnTheKeptRows) {
     hooks.logits_rows = &rows;
     auto c = e.new_cache();
     const auto logits = e.forward(*c, tokens, Logits::All, hooks);
-    // Which rows survive: even positions and each chunk's last row.
+    // Which rows survive: even positions and the prefill's last row, whatever the chunk size.
     std::vector<int32_t> want_rows;
     for (int i = 0; i < n; ++i)
-      if (i % 2 == 0 || (i + 1) % batch == 0 || i == n - 1) want_rows.push_back(i);
+      if (i % 2 == 0 || i == n - 1) want_rows.push_back(i);
     ASSERT_EQ(rows, want_rows);
     ASSERT_EQ(logits.size(), want_rows.size() * static_cast<size_t>(hp.n_vocab));
     EXPECT_EQ(seen.pos, want_rows);  // positions of the kept rows are their own
@@ -155,6 +157,20 @@ TEST(ForwardHooks, ProbeProjectsTheEnginesOwnQueries) {
     std::vector<float> out(static_cast<size_t>(n) * Q);
     probe.project_queries(layer, cap.hidden.data(), n, probe.rope_table(cap.pos).data(), false, out.data());
     for (size_t i = 0; i < out.size(); ++i) ASSERT_NEAR(out[i], cap.q[i], 1e-5) << "layer " << layer << " i " << i;
+    // The observers' attention input is attn_norm of the residual stream (computed here in double
+    // from the layer's weights), and projecting it without a norm gives the same queries.
+    const float* w = model->layers[static_cast<size_t>(layer)].attn_norm.f32();
+    for (int t = 0; t < n; ++t) {
+      const float* x = cap.hidden.data() + static_cast<size_t>(t) * E;
+      double ss = 0;
+      for (int i = 0; i < E; ++i) ss += static_cast<double>(x[i]) * x[i];
+      const double r = 1.0 / std::sqrt(ss / E + hp.rms_eps);
+      for (int i = 0; i < E; ++i)
+        ASSERT_NEAR(cap.attn_in[static_cast<size_t>(t) * E + i], x[i] * r * w[i], 1e-5) << "t " << t << " i " << i;
+    }
+    std::vector<float> out2(out.size());
+    probe.project_attn_input_queries(layer, cap.attn_in.data(), n, probe.rope_table(cap.pos).data(), false, out2.data());
+    for (size_t i = 0; i < out2.size(); ++i) ASSERT_NEAR(out2[i], cap.q[i], 1e-5) << "layer " << layer << " i " << i;
     // The averaged RoPE table is the mean of the per-position tables.
     const auto mean = probe.rope_table_mean(10, 4);
     const std::vector<int32_t> ps{10, 11, 12, 13};
@@ -164,6 +180,18 @@ TEST(ForwardHooks, ProbeProjectsTheEnginesOwnQueries) {
       for (int r = 0; r < 4; ++r) s += rows[static_cast<size_t>(r) * hp.rope_dim + i];
       EXPECT_NEAR(mean[static_cast<size_t>(i)], s / 4, 1e-6);
     }
+    // RoPE is linear in (cos, sin): a query rotated with the averaged table is the average of the
+    // query rotated at each position (GVote's "average cos/sin" line), in the model's RoPE style.
+    std::vector<float> one(static_cast<size_t>(Q));
+    probe.project_attn_input_queries(layer, cap.attn_in.data(), 1, mean.data(), true, one.data());
+    std::vector<double> avg(static_cast<size_t>(Q), 0.0);
+    for (int r = 0; r < 4; ++r) {
+      std::vector<float> qr(static_cast<size_t>(Q));
+      probe.project_attn_input_queries(layer, cap.attn_in.data(), 1, rows.data() + static_cast<size_t>(r) * hp.rope_dim, true,
+                                       qr.data());
+      for (int i = 0; i < Q; ++i) avg[static_cast<size_t>(i)] += qr[static_cast<size_t>(i)] / 4.0;
+    }
+    for (int i = 0; i < Q; ++i) EXPECT_NEAR(one[static_cast<size_t>(i)], avg[static_cast<size_t>(i)], 1e-5);
   }
 }
 

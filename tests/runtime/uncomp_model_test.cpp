@@ -5,7 +5,9 @@
 //  - pruned tokens have no K/V in the later layers;
 //  - the last position's logits equal a scalar reference that runs layers 2-3 on the first kept
 //    set and layer 4 on the second, each layer's cache holding those rows only;
-//  - chunked prefills cut each chunk in proportion; a query-aware question is never pruned;
+//  - the prefill runs layer-major whatever -b: the kept rows and the logits are the same for a
+//    one-chunk prefill and chunks of 16 and 7 (the ranking query is the context's last token);
+//    a query-aware question is never pruned;
 //  - through the pipeline: the compressed cache holds exactly the requested slots, keep 1 is the
 //    uncompressed reference, compress_from prefills afresh (same cache as a fresh prefill).
 #include <gtest/gtest.h>
@@ -129,7 +131,9 @@ TEST(UncompModel, PrunedPrefillMatchesAReferenceOnTheKeptRows) {
   const Press press = make_press("uncomp", {{"variant", "group-stage"}, {"stage_min", "0.5"}});
   CompressRequest req;
   req.keep = 0.5;
-  for (int batch : {n, 16}) {
+  std::vector<std::vector<int32_t>> kept_first;  // the one-chunk run's kept rows per layer
+  std::vector<float> logits_first;
+  for (int batch : {n, 16, 7}) {
     SCOPED_TRACE("batch " + std::to_string(batch));
     EngineParams ep;
     ep.kv_dtype = DType::F32;  // the scalar reference keeps F32 K/V; F16 storage would differ by its rounding
@@ -160,13 +164,19 @@ TEST(UncompModel, PrunedPrefillMatchesAReferenceOnTheKeptRows) {
     hooks.rows = sel.get();
     auto c = e.new_cache();
     const std::vector<float> logits = e.forward(*c, tokens, Logits::Last, hooks);
-    // Eq. 10 counts: 60 rows, last group 30 (0.5), step 15: layers 2-3 keep 45, layer 4 30; in
-    // chunks of 16 (16, 16, 16, 12) each chunk keeps its share (12, 12, 12, 9 and 8, 8, 8, 6),
-    // but never fewer than its protected rows (the last chunk holds the last 8 positions).
-    const std::vector<int> want = batch == n ? std::vector<int>{60, 60, 45, 45, 30} : std::vector<int>{60, 60, 45, 45, 32};
+    // Eq. 10 counts: 60 rows, last group 30 (0.5), step 15: layers 2-3 keep 45, layer 4 30,
+    // for every chunk size (layer-major prefill).
+    const std::vector<int> want{60, 60, 45, 45, 30};
     for (int l = 0; l < hp.n_layer; ++l) {
       EXPECT_EQ(static_cast<int>(seen.pos[l].size()), want[l]) << "layer " << l;
       for (int kvh = 0; kvh < hp.n_head_kv; ++kvh) EXPECT_EQ(c->head(l, kvh).pos, seen.pos[l]) << "layer " << l;
+    }
+    if (batch == n) {
+      kept_first = seen.pos;
+      logits_first = logits;
+    } else {
+      EXPECT_EQ(seen.pos, kept_first);  // the same rows whatever -b
+      for (int i = 0; i < V; ++i) EXPECT_NEAR(logits[i], logits_first[i], 1e-4) << i;
     }
     EXPECT_EQ(seen.pos[2], seen.pos[3]);
     for (int32_t p = n - 8; p < n; ++p) EXPECT_TRUE(contains(seen.pos[4], p)) << p;
@@ -181,11 +191,10 @@ TEST(UncompModel, PrunedPrefillMatchesAReferenceOnTheKeptRows) {
     KvCache rc(rpool, rl);
     std::vector<float> q3;
     test::ref_layers(*model, rc, 2, 4, x, set1, q3);
-    if (batch == n) {
-      // The kept sets are top sets of the last token's attention in the previous layer.
-      expect_top_set(last_row_attention(*c0, 1, shape, full.q_last[1]), set1, n - 8, 1e-5);
-      expect_top_set(last_row_attention(rc, 3, shape, q3), set2, n - 8, 1e-5);
-    }
+    // The kept sets are top sets of the last token's attention in the previous layer (for every
+    // chunk size: the whole context is ranked by its last token).
+    expect_top_set(last_row_attention(*c0, 1, shape, full.q_last[1]), set1, n - 8, 1e-5);
+    expect_top_set(last_row_attention(rc, 3, shape, q3), set2, n - 8, 1e-5);
     std::vector<float> x2;
     for (int32_t p : set2) {
       const size_t i = static_cast<size_t>(std::lower_bound(set1.begin(), set1.end(), p) - set1.begin());

@@ -64,6 +64,9 @@ struct MeasuringProbe : ModelProbe {
   void project_queries(int l, const float* h, int n, const float* cs, bool shared, float* out) override {
     inner.project_queries(l, h, n, cs, shared, out);
   }
+  void project_attn_input_queries(int l, const float* x, int n, const float* cs, bool shared, float* out) override {
+    inner.project_attn_input_queries(l, x, n, cs, shared, out);
+  }
   std::vector<float> rope_table(std::span<const int32_t> pos) const override { return inner.rope_table(pos); }
   std::vector<float> rope_table_mean(int32_t f, int32_t c) const override { return inner.rope_table_mean(f, c); }
   void probe_forward(const KvCache& c, std::span<const int32_t> t, LayerObserver& o) override {

@@ -59,12 +59,16 @@ std::string quality_key(const std::string& press, const ParamMap& options) {
   }
   const std::string alloc = o.count("allocator") ? o.at("allocator") : info.default_allocator;
   if (alloc == info.default_allocator) o.erase("allocator");
-  // Drop options equal to their defaults (numbers compared as numbers: "0.30" is "0.3").
+  // Drop options equal to their defaults (numbers compared as numbers: "0.30" is "0.3"); a
+  // preset's values are the defaults under that preset.
+  const PressPreset* preset = selected_preset(info, o);
   for (const auto& spec : press_param_specs(info, alloc)) {
     const auto f = o.find(spec.name);
     if (f == o.end()) continue;
-    const auto x = parse_finite_double(f->second), d = parse_finite_double(spec.default_value);
-    if (f->second == spec.default_value || (x && d && *x == *d)) o.erase(f);
+    const std::string& def =
+        preset && spec.name != "preset" && preset->values.count(spec.name) ? preset->values.at(spec.name) : spec.default_value;
+    const auto x = parse_finite_double(f->second), d = parse_finite_double(def);
+    if (f->second == def || (x && d && *x == *d)) o.erase(f);
   }
   std::string key = press;
   for (const auto& [k, v] : o) key += ":" + k + "=" + v;

@@ -51,13 +51,15 @@ struct Eval {
   double g0 = 0, g1 = 0;             // J^T W e
 };
 
-Eval evaluate(const std::vector<CalibTriple>& t, double alpha, double beta, double under_weight) {
+Eval evaluate(const std::vector<CalibTriple>& t, double alpha, double beta, double under_weight, bool log_space) {
   Eval ev;
   for (const CalibTriple& x : t) {
     const double b = calib_b(alpha, beta, x.nll);
-    const double e = calib_f(x.r, b) - x.y;
+    const double f = calib_f(x.r, b);
+    // log space: e = log f - log y, de/db = (df/db) / f (f > 0 for 0 < r < 1 and finite b).
+    const double e = log_space ? std::log(std::max(f, 1e-300)) - std::log(x.y) : f - x.y;
     const double w = e > 0 ? under_weight : 1.0;
-    const double d = calib_df_db(x.r, b);
+    const double d = log_space ? calib_df_db(x.r, b) / std::max(f, 1e-300) : calib_df_db(x.r, b);
     const double j0 = d * x.nll, j1 = d;
     ev.loss += w * e * e;
     ev.h00 += w * j0 * j0;
@@ -67,21 +69,6 @@ Eval evaluate(const std::vector<CalibTriple>& t, double alpha, double beta, doub
     ev.g1 += w * j1 * e;
   }
   return ev;
-}
-
-// The b with f(r, b) = y (f decreases in b for 0 < r < 1), by bisection on [-kB, kB].
-double solve_b(double r, double y) {
-  constexpr double kB = 50.0;
-  double lo = -kB, hi = kB;  // f(r, lo) > f(r, hi)
-  y = std::clamp(y, calib_f(r, hi), calib_f(r, lo));
-  for (int it = 0; it < 200; ++it) {
-    const double mid = 0.5 * (lo + hi);
-    if (calib_f(r, mid) > y)
-      lo = mid;
-    else
-      hi = mid;
-  }
-  return 0.5 * (lo + hi);
 }
 
 }  // namespace
@@ -98,31 +85,31 @@ CalibFit fit_calibration(std::span<const CalibTriple> triples, const CalibFitOpt
     if (x.r > 0 && x.r < 1) t.push_back(x);
   }
   if (t.size() < 2) fail("fit_calibration: {} usable triples (0 < r < 1), need at least 2", t.size());
+  if (opt.log_space)
+    for (const CalibTriple& x : t)
+      if (!(x.y > 0)) fail("fit_calibration: y = {} (the log-space fit needs y > 0)", x.y);
 
-  // Initial guess: per-triple b_i, then b_i ~ alpha nll_i + beta by ordinary least squares.
   const double n = static_cast<double>(t.size());
-  double mx = 0, mb = 0;
-  std::vector<double> bi(t.size());
-  for (size_t i = 0; i < t.size(); ++i) {
-    bi[i] = solve_b(t[i].r, t[i].y);
-    mx += t[i].nll;
-    mb += bi[i];
-  }
-  mx /= n;
-  mb /= n;
-  double sxx = 0, sxb = 0;
-  for (size_t i = 0; i < t.size(); ++i) {
-    sxx += (t[i].nll - mx) * (t[i].nll - mx);
-    sxb += (t[i].nll - mx) * (bi[i] - mb);
-  }
-  const bool alpha_free = sxx > 1e-12 * n * (1.0 + mx * mx);
+  double mx = 0;
+  for (const CalibTriple& x : t) mx += x.nll / n;
+  double sxx = 0;
+  for (const CalibTriple& x : t) sxx += (x.nll - mx) * (x.nll - mx);
+  const bool alpha_free = opt.fit_alpha && sxx > 1e-12 * n * (1.0 + mx * mx);
   CalibFit fit;
   fit.n_used = static_cast<int>(t.size());
-  fit.alpha = alpha_free ? sxb / sxx : 0.0;
-  fit.beta = mb - fit.alpha * mx;
+  // Start: α = 0, β the best b of a grid (then refined by the iterations below).
+  {
+    double best = INFINITY;
+    for (int g = -600; g <= 600; ++g) {
+      const double b = g * 0.05;
+      const double l = evaluate(t, 0.0, b, opt.under_weight, opt.log_space).loss;
+      if (l < best) best = l, fit.beta = b;
+    }
+    fit.alpha = 0.0;
+  }
 
   // Levenberg-Marquardt with Marquardt's diagonal scaling.
-  Eval cur = evaluate(t, fit.alpha, fit.beta, opt.under_weight);
+  Eval cur = evaluate(t, fit.alpha, fit.beta, opt.under_weight, opt.log_space);
   double mu = 1e-3;
   for (int it = 0; it < opt.max_iter; ++it) {
     fit.iterations = it + 1;
@@ -137,7 +124,7 @@ CalibFit fit_calibration(std::span<const CalibTriple> triples, const CalibFitOpt
       if (!(a11 > 0)) break;
       db = -cur.g1 / a11;
     }
-    const Eval next = evaluate(t, fit.alpha + da, fit.beta + db, opt.under_weight);
+    const Eval next = evaluate(t, fit.alpha + da, fit.beta + db, opt.under_weight, opt.log_space);
     if (next.loss < cur.loss) {
       fit.alpha += da;
       fit.beta += db;

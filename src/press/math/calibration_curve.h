@@ -13,14 +13,20 @@
 // Fit of (α, β) (§3.5: "least-squares regression on training triples ... we use asymmetrical MSE
 // to penalize under-estimation of r*"). The paper gives no formula and no code is public (the
 // compactor-vllm README lists calibration as "coming soon"; kvpress has none), so our choice:
-//   loss(α, β) = sum_i w_i (f(r_i, c_i) - y_i)^2,  w_i = under_weight if f(r_i, c_i) > y_i else 1.
-// Why this sign: r* is under-estimated exactly when the fitted curve promises more quality than
-// the context delivers (f > y near τ), so those residuals get the larger weight; under_weight
-// default 4 (ours). The loss is continuously differentiable; it is minimised by Levenberg-
-// Marquardt started from a closed-form guess (each triple's own b_i by bisection, then a straight-
-// line fit b_i ~ α NLL_i + β). Triples with r = 0 or r = 1 carry no information (f is 0 or 1 there
-// for every b) and are skipped. If every NLL is the same, α is not identifiable: it stays at 0 and
-// β is fitted alone.
+//   log space (default): loss = sum_i w_i (log f(r_i, c_i) - log y_i)^2
+//   linear (the earlier form): loss = sum_i w_i (f(r_i, c_i) - y_i)^2
+//   w_i = under_weight if the curve promises more than was measured (f > y), else 1.
+// Why log space: y is a ratio of NLLs, its noise multiplicative; y > 1 (the compressed context
+// answered with a lower NLL, common when the full-cache NLL is ~1e-3 nats) is a small positive
+// residual there and needs no clipping to the curve's range (f <= 1), where the linear form had to
+// clip it (which then shaped the curve). The caller floors both NLLs (calibrate_quality.cpp's
+// nll_floor) so that two near-zero NLLs give y ~ 1, not noise.
+// Why the weight's sign: r* is under-estimated exactly when the fitted curve promises more quality
+// than the context delivers (f > y near τ), so those residuals get the larger weight; under_weight
+// default 4 (ours). Minimised by Levenberg-Marquardt from α = 0 and the β of a 1-D grid over
+// b in [-30, 30] (a per-triple inversion, the earlier start, breaks on y >= 1). Triples with r = 0
+// or r = 1 carry no information (f is 0 or 1 there for every b) and are skipped. If every NLL is
+// the same, or fit_alpha is false, α stays 0 and β is fitted alone.
 //
 // Complexity: O(iterations x triples), iterations <= max_iter (typically < 20).
 #pragma once
@@ -47,6 +53,8 @@ struct CalibTriple {
 struct CalibFitOptions {
   double under_weight = 4.0;  // weight of residuals with f > y (>= 1; 1 = plain least squares)
   int max_iter = 200;
+  bool log_space = true;      // residuals log f - log y (y > 0 needed); false: f - y
+  bool fit_alpha = true;      // false: α = 0, β alone (b the same for every context)
 };
 
 struct CalibFit {
@@ -56,8 +64,8 @@ struct CalibFit {
   int n_used = 0;      // triples with 0 < r < 1
 };
 
-// Throws kvs::Error on fewer than 2 usable triples, r outside [0, 1], non-finite values, or
-// under_weight < 1.
+// Throws kvs::Error on fewer than 2 usable triples, r outside [0, 1], non-finite values, y <= 0 in
+// log space, or under_weight < 1.
 CalibFit fit_calibration(std::span<const CalibTriple> triples, const CalibFitOptions& opt = {});
 
 }  // namespace kvs::math

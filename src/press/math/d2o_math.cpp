@@ -139,9 +139,22 @@ double D2oThreshold::update(std::span<const float> max_sims) {
 }
 
 D2oMergeWeights d2o_merge_weights(std::span<const int32_t> nearest, std::span<const float> sim, int64_t n_kept,
-                                  double threshold, D2oMerge mode) {
+                                  double threshold, D2oMerge mode, std::span<const float> kept_mass,
+                                  std::span<const float> evicted_mass) {
   if (nearest.size() != sim.size()) fail("d2o_merge_weights: {} nearest indices for {} similarities", nearest.size(), sim.size());
   if (std::isnan(threshold)) fail("d2o_merge_weights: threshold is NaN (no prefill threshold yet?)");
+  if (!kept_mass.empty() && kept_mass.size() != static_cast<size_t>(n_kept))
+    fail("d2o_merge_weights: {} kept masses for {} kept pairs", kept_mass.size(), n_kept);
+  if (!evicted_mass.empty() && evicted_mass.size() != nearest.size())
+    fail("d2o_merge_weights: {} evicted masses for {} evicted pairs", evicted_mass.size(), nearest.size());
+  if (mode != D2oMerge::PaperEq12 && (!kept_mass.empty() || !evicted_mass.empty()))
+    fail("d2o_merge_weights: masses weigh Eq. 12 only, not the official scatter-mean");
+  for (float m : kept_mass)
+    if (!(m >= 1.0f) || !std::isfinite(m)) fail("d2o_merge_weights: kept mass {} (expected finite, >= 1)", m);
+  for (float m : evicted_mass)
+    if (!(m >= 1.0f) || !std::isfinite(m)) fail("d2o_merge_weights: evicted mass {} (expected finite, >= 1)", m);
+  auto km = [&](int64_t j) { return kept_mass.empty() ? 1.0 : static_cast<double>(kept_mass[static_cast<size_t>(j)]); };
+  auto em = [&](size_t i) { return evicted_mass.empty() ? 1.0 : static_cast<double>(evicted_mass[i]); };
   D2oMergeWeights w;
   w.kept.assign(static_cast<size_t>(n_kept), 1.0);
   w.evicted.assign(nearest.size(), 0.0);
@@ -151,32 +164,33 @@ D2oMergeWeights d2o_merge_weights(std::span<const int32_t> nearest, std::span<co
     if (j < 0 || j >= n_kept) fail("d2o_merge_weights: evicted pair {} points at kept pair {} (have {})", i, j, n_kept);
     if (!(sim[i] >= threshold)) continue;
     ++w.merged;
-    mass[j] += mode == D2oMerge::PaperEq12 ? std::exp(static_cast<double>(sim[i])) : 1.0;
+    mass[j] += mode == D2oMerge::PaperEq12 ? em(i) * std::exp(static_cast<double>(sim[i])) : 1.0;
   }
   const double e = std::exp(1.0);  // exp(self-similarity 1)
   for (int64_t j = 0; j < n_kept; ++j) {
     if (mass[j] == 0.0) continue;
-    w.kept[j] = mode == D2oMerge::PaperEq12 ? e / (mass[j] + e) : 1.0 / (1.0 + mass[j]);
+    w.kept[j] = mode == D2oMerge::PaperEq12 ? km(j) * e / (mass[j] + km(j) * e) : 1.0 / (1.0 + mass[j]);
   }
   for (size_t i = 0; i < nearest.size(); ++i) {
     if (!(sim[i] >= threshold)) continue;
     const int32_t j = nearest[i];
     const double u = sim[i];
-    w.evicted[i] = mode == D2oMerge::PaperEq12 ? std::exp(u) / (mass[j] + e) : u / (1.0 + mass[j]);
+    w.evicted[i] = mode == D2oMerge::PaperEq12 ? em(i) * std::exp(u) / (mass[j] + km(j) * e) : u / (1.0 + mass[j]);
   }
   return w;
 }
 
 int64_t d2o_merge(std::span<float> kept_k, std::span<float> kept_v, int64_t n_kept, int dk, int dv,
                   std::span<const float> evicted_k, std::span<const float> evicted_v,
-                  std::span<const int32_t> nearest, std::span<const float> sim, double threshold, D2oMerge mode) {
+                  std::span<const int32_t> nearest, std::span<const float> sim, double threshold, D2oMerge mode,
+                  std::span<const float> kept_mass, std::span<const float> evicted_mass) {
   const size_t ne = nearest.size();
   if (dk < 1 || dv < 1 || n_kept < 0) fail("d2o_merge: dk = {}, dv = {}, {} kept", dk, dv, n_kept);
   if (kept_k.size() != static_cast<size_t>(n_kept) * dk || kept_v.size() != static_cast<size_t>(n_kept) * dv)
     fail("d2o_merge: kept K/V hold {}/{} floats for {} pairs of dims {}/{}", kept_k.size(), kept_v.size(), n_kept, dk, dv);
   if (evicted_k.size() != ne * dk || evicted_v.size() != ne * dv)
     fail("d2o_merge: evicted K/V hold {}/{} floats for {} pairs of dims {}/{}", evicted_k.size(), evicted_v.size(), ne, dk, dv);
-  const D2oMergeWeights w = d2o_merge_weights(nearest, sim, n_kept, threshold, mode);
+  const D2oMergeWeights w = d2o_merge_weights(nearest, sim, n_kept, threshold, mode, kept_mass, evicted_mass);
   if (w.merged == 0) return 0;
   for (int64_t j = 0; j < n_kept; ++j)
     if (w.kept[j] != 1.0) {

@@ -34,6 +34,14 @@
 //    self-similarity equals 1"): w_cj = e / (S_j + e), w_ei = exp(u_ij) / (S_j + e),
 //    S_j = sum over the evicted pairs merged into j of exp(u_ij). With one merged pair both readings
 //    coincide. D2oMerge::PaperEq12 (default).
+//  - A row that already stands for m tokens (merged earlier; its cache mass) is m members of the
+//    group, each with the same similarity: w_cj = m_j e / (m_j e + S_j), w_ei = m_i e^u / (same),
+//    S_j = sum_i m_i e^{u_ij}. With every mass 1 — every merge the paper describes — this is
+//    Eq. 12 above. Without it (literal Eq. 12, and the official code, which keeps no counts) a row
+//    absorbing one token per decode step keeps about 2^-k of its own content after k steps: the
+//    oldest content, often the heavy hitter itself, is washed out by the latest merges, and the
+//    result depends on how many pairs one compression evicts. Attention does not weigh merged rows
+//    (no log m logit bias): neither the paper's Eq. 11 nor the official code does.
 //  - The official code's variant (D2oMerge::OfficialScatterMean): torch.scatter_reduce(mean,
 //    include_self) of u_i * k_ei into k_cj, i.e. k_cj <- (k_cj + sum_i u_ij k_ei) / (1 + c_j), c_j the
 //    number of pairs merged into j. The weights do not sum to 1 (the result shrinks when u < 1).
@@ -102,14 +110,18 @@ struct D2oMergeWeights {
   int64_t merged = 0;           // evicted pairs with sim >= threshold
 };
 
+// kept_mass [n_kept], evicted_mass [n_evicted]: tokens each row stands for (>= 1; empty = all 1);
+// PaperEq12 only.
 D2oMergeWeights d2o_merge_weights(std::span<const int32_t> nearest, std::span<const float> sim, int64_t n_kept,
-                                  double threshold, D2oMerge mode = D2oMerge::PaperEq12);
+                                  double threshold, D2oMerge mode = D2oMerge::PaperEq12,
+                                  std::span<const float> kept_mass = {}, std::span<const float> evicted_mass = {});
 
 // Eq. 11 in place: kept_k [n_kept][dk], kept_v [n_kept][dv]; evicted_k [n_evicted][dk],
 // evicted_v [n_evicted][dv]; nearest/sim from d2o_nearest. Returns the number of pairs merged.
 int64_t d2o_merge(std::span<float> kept_k, std::span<float> kept_v, int64_t n_kept, int dk, int dv,
                   std::span<const float> evicted_k, std::span<const float> evicted_v,
                   std::span<const int32_t> nearest, std::span<const float> sim, double threshold,
-                  D2oMerge mode = D2oMerge::PaperEq12);
+                  D2oMerge mode = D2oMerge::PaperEq12, std::span<const float> kept_mass = {},
+                  std::span<const float> evicted_mass = {});
 
 }  // namespace kvs::math

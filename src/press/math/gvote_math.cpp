@@ -32,51 +32,6 @@ int64_t gvote_top_p_size(std::span<const float> probs, double p_nuc) {
   return std::min<int64_t>(below + 1, n);
 }
 
-ChannelStats::ChannelStats(int d) : d_(d) {
-  if (d < 1) fail("ChannelStats: dimension {} (expected >= 1)", d);
-  shift_.assign(static_cast<size_t>(d), 0.0);
-  s1_.assign(static_cast<size_t>(d), 0.0);
-  s2_.assign(static_cast<size_t>(d), 0.0);
-}
-
-void ChannelStats::add(std::span<const float> rows, int64_t n_rows, int64_t row_stride) {
-  if (row_stride == 0) row_stride = d_;
-  if (n_rows < 0 || row_stride < d_) fail("ChannelStats::add: {} rows of stride {} for dimension {}", n_rows, row_stride, d_);
-  if (n_rows == 0) return;
-  if (static_cast<int64_t>(rows.size()) < (n_rows - 1) * row_stride + d_)
-    fail("ChannelStats::add: {} floats for {} rows of stride {}", rows.size(), n_rows, row_stride);
-  for (int64_t r = 0; r < n_rows; ++r) {
-    const float* x = rows.data() + r * row_stride;
-    if (n_ == 0)
-      for (int c = 0; c < d_; ++c) shift_[c] = x[c];
-    for (int c = 0; c < d_; ++c) {
-      const double y = static_cast<double>(x[c]) - shift_[c];
-      s1_[c] += y;
-      s2_[c] += y * y;
-    }
-    ++n_;
-  }
-}
-
-std::vector<float> ChannelStats::mean() const {
-  std::vector<float> m(static_cast<size_t>(d_), 0.0f);
-  if (n_ == 0) return m;
-  for (int c = 0; c < d_; ++c) m[c] = static_cast<float>(shift_[c] + s1_[c] / static_cast<double>(n_));
-  return m;
-}
-
-std::vector<float> ChannelStats::stddev(bool unbiased) const {
-  const int64_t den = unbiased ? n_ - 1 : n_;
-  if (den < 1) fail("ChannelStats::stddev: {} rows accumulated (need {} for this estimate)", n_, unbiased ? 2 : 1);
-  std::vector<float> s(static_cast<size_t>(d_));
-  const double n = static_cast<double>(n_);
-  for (int c = 0; c < d_; ++c) {
-    const double ss = std::max(0.0, s2_[c] - s1_[c] * s1_[c] / n);
-    s[c] = static_cast<float>(std::sqrt(ss / static_cast<double>(den)));
-  }
-  return s;
-}
-
 std::vector<float> gvote_sample_hidden(std::span<const float> mu, std::span<const float> sigma, int n_samples,
                                        uint64_t seed) {
   if (mu.size() != sigma.size()) fail("gvote_sample_hidden: mean has {} channels, std {}", mu.size(), sigma.size());
@@ -90,23 +45,6 @@ std::vector<float> gvote_sample_hidden(std::span<const float> mu, std::span<cons
   for (int s = 0; s < n_samples; ++s)
     for (size_t c = 0; c < d; ++c) h[s * d + c] = static_cast<float>(mu[c] + sigma[c] * g.next());
   return h;
-}
-
-std::vector<float> gvote_average_cos_sin(std::span<const float> inv_freq, int64_t start_pos, int n_future) {
-  if (n_future < 1) fail("gvote_average_cos_sin: n_future = {} (expected >= 1)", n_future);
-  if (start_pos < 0) fail("gvote_average_cos_sin: start position {} is negative", start_pos);
-  std::vector<float> cs(inv_freq.size() * 2);
-  for (size_t i = 0; i < inv_freq.size(); ++i) {
-    double c = 0.0, s = 0.0;
-    for (int t = 0; t < n_future; ++t) {
-      const double a = static_cast<double>(start_pos + t) * inv_freq[i];  // as the engine does
-      c += std::cos(a);
-      s += std::sin(a);
-    }
-    cs[2 * i] = static_cast<float>(c / n_future);
-    cs[2 * i + 1] = static_cast<float>(s / n_future);
-  }
-  return cs;
 }
 
 void gvote_vote_top_b(std::span<const float> logits, int64_t b, std::vector<uint8_t>& keep) {

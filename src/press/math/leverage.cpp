@@ -122,12 +122,14 @@ std::vector<float> gaussian_sketch(int d, int k, uint64_t seed) {
 }
 
 std::vector<float> approx_leverage(std::span<const float> keys, int64_t n, int d, int64_t row_stride,
-                                   std::span<const float> sketch, int k, bool center, double clamp_rel) {
+                                   std::span<const float> sketch, int k, bool center, double clamp_rel,
+                                   double ridge) {
   check_keys(keys, n, d, row_stride, "approx_leverage");
   if (k < 1) fail("approx_leverage: sketch dimension {} (expected >= 1)", k);
   if (sketch.size() != static_cast<size_t>(d) * k)
     fail("approx_leverage: sketch holds {} floats, expected d * k = {} x {}", sketch.size(), d, k);
   if (!(clamp_rel > 0)) fail("approx_leverage: clamp_rel {} (expected > 0)", clamp_rel);
+  if (!(ridge >= 0) || !std::isfinite(ridge)) fail("approx_leverage: ridge {} (expected finite, >= 0)", ridge);
   std::vector<float> out(static_cast<size_t>(n), 0.0f);
   if (n == 0) return out;
   // mu Φ: the sketch of the mean, subtracted from every sketched row (centring commutes with Φ).
@@ -158,7 +160,7 @@ std::vector<float> approx_leverage(std::span<const float> keys, int64_t n, int d
   // below ~1e-5 of the key scale): nothing but rounding noise left to whiten; all scores 0.
   if (!(lmax > 1e-10 * energy)) return out;
   std::vector<double> lambda = e.values;
-  for (double& l : lambda) l = std::max(l, clamp_rel * lmax);
+  for (double& l : lambda) l = ridge > 0 ? std::max(l, 0.0) + ridge : std::max(l, clamp_rel * lmax);
   const std::vector<double> wd = whitening(e, lambda, k);
   const std::vector<float> w(wd.begin(), wd.end());  // [k][k]
   // Ũ = K̂ W in blocks of rows; l̃_i = ||Ũ_i||^2. Float is enough here: a clamped direction's

@@ -13,17 +13,19 @@
 //
 // Choices where the paper is open (official code checked: vnchari/compactor-vllm
 // compression/compactor.py::approximate_leverage_scores; NVIDIA/kvpress leverage_press.py):
-//  - Centering (`center`, default true): both official implementations subtract the mean key
-//    before sketching (compactor-vllm per chunk of 512 tokens, kvpress over the sequence); the
-//    paper's Eq. 1 does not. Keys share a large common component, which without centering is the
-//    top singular direction and makes leverage mostly a norm; centred leverage is the Mahalanobis
-//    distance to the mean, the "outlier" the paper wants. We centre over the whole sequence
-//    (kvpress); chunked scoring, if wanted, is the caller calling this per chunk.
+//  - Centering (`center`): both official implementations subtract the mean key before sketching
+//    (compactor-vllm per chunk of 512 tokens, kvpress over the sequence); the paper's Eq. 1 does
+//    not. Keys share a large common component, which without centering is the top singular
+//    direction and makes leverage mostly a norm; centred leverage is the Mahalanobis distance to
+//    the mean. Centred over the rows passed; chunked scoring (compactor-vllm) is the caller
+//    calling this per chunk. Compactor's preset=paper does not centre, preset=official does.
 //  - Gram route + clamping (Algorithm 1 line 6 and Appendix C "Gram-matrix eigendecomposition"):
 //    λ_j <- max(λ_j, clamp_rel * λ_max). The paper clamps at an absolute 1e-6; we make it
 //    relative because the key scale differs by model and layer (an absolute floor on a Gram of
 //    32k tokens is no floor at all). compactor-vllm instead adds 5e-3 to the diagonal and kvpress
 //    uses a Cholesky solve with jitter 1e-2 — both absolute regularisers of the same kind.
+//    `ridge` > 0 is compactor-vllm's: λ_j <- λ_j + ridge (absolute, its regularizer 5e-3), no
+//    relative floor.
 //    Computed in double, the Gram route loses nothing that matters at k = 48.
 //  - Sketch Φ (Algorithm 1 line 3): entries N(0, 1/k), from core/rng.h (SplitMix64 + polar
 //    normals), so the same seed gives the same scores everywhere. compactor-vllm draws one Φ for
@@ -74,7 +76,7 @@ struct ApproxLeverageOptions {
 // l̃_i = ||Ũ_i||^2. sketch: [d][k] (from gaussian_sketch). All scores 0 if the (centred) keys are 0.
 std::vector<float> approx_leverage(std::span<const float> keys, int64_t n, int d, int64_t row_stride,
                                    std::span<const float> sketch, int k, bool center = true,
-                                   double clamp_rel = 1e-6);
+                                   double clamp_rel = 1e-6, double ridge = 0.0);
 // Same, building Φ from opt.seed.
 std::vector<float> approx_leverage(std::span<const float> keys, int64_t n, int d, int64_t row_stride,
                                    const ApproxLeverageOptions& opt = {});

@@ -94,6 +94,36 @@ TruncatedEntropy truncated_entropy(std::span<const double> ev, int k, EntropyNor
   return out;
 }
 
+std::vector<double> unit_norm_covariance(std::span<const float> rows, int64_t n, int d, int64_t row_stride) {
+  if (row_stride == 0) row_stride = d;
+  if (d < 1 || n < 1 || row_stride < d) fail("unit_norm_covariance: {} rows of {} (stride {})", n, d, row_stride);
+  if (static_cast<int64_t>(rows.size()) < (n - 1) * row_stride + d)
+    fail("unit_norm_covariance: {} floats for {} rows of stride {}", rows.size(), n, row_stride);
+  std::vector<double> mu(static_cast<size_t>(d), 0.0), z(static_cast<size_t>(d)), a(static_cast<size_t>(d) * d, 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int c = 0; c < d; ++c) mu[c] += rows[static_cast<size_t>(i * row_stride + c)];
+  for (double& m : mu) m /= static_cast<double>(n);
+  for (int64_t i = 0; i < n; ++i) {
+    double nn = 0;
+    for (int c = 0; c < d; ++c) {
+      z[c] = rows[static_cast<size_t>(i * row_stride + c)] - mu[c];
+      nn += z[c] * z[c];
+    }
+    if (!(nn > 0)) continue;
+    const double inv = 1.0 / std::sqrt(nn);
+    for (int c = 0; c < d; ++c) z[c] *= inv;
+    for (int p = 0; p < d; ++p)
+      for (int q = p; q < d; ++q) a[static_cast<size_t>(p) * d + q] += z[p] * z[q];
+  }
+  for (int p = 0; p < d; ++p)
+    for (int q = p; q < d; ++q) {
+      const double v = a[static_cast<size_t>(p) * d + q] / static_cast<double>(n);
+      a[static_cast<size_t>(p) * d + q] = v;
+      a[static_cast<size_t>(q) * d + p] = v;
+    }
+  return a;
+}
+
 TruncatedEntropy truncated_entropy_of(std::span<const double> cov, int d, int k, EntropyNorm norm) {
   const SymEigen e = sym_eigen(cov, d, false);
   return truncated_entropy(e.values, k, norm);

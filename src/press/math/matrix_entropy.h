@@ -3,23 +3,25 @@
 // covariance so the tokens never have to be kept.
 //
 //   Eq. 1  Σ_X = 1/(N-1) sum_i (x_i - x̄)(x_i - x̄)^T          (GramAccumulator::covariance)
-//   Eq. 5  H_k(Σ_X) = - sum_{i<=k} σ_i log σ_i,  σ = normalised eigenvalues, descending
+//   Eq. 5  H_k(Σ_X) = - sum_{i<=k} σ_i log σ_i,  σ = eigenvalues of Σ_X / Tr(Σ_X), descending
 //   Eq. 6  erank_k(Σ_X) = exp(H_k)
-// UNComp computes it on the queries of each head (§3.2: Q is the best indicator), k = 32.
+// UNComp computes it on the queries of each head (§3.2: Q is the best indicator), k = 32 of
+// D = 128 (Table 8: top 16/32/64/all tried, 32 best), i.e. k = D/4 (the calibration's default).
 //
 // Choices where the paper is open (official code checked: menik1126/UNComp
 // uncomp/utils/entropy_utils.py: normalize, cal_cov_4, cal_entropy_no_group_svd):
-//  - Normalisation of the eigenvalues (EntropyNorm). The paper defines H_k as the entropy "of a
-//    positive definite submatrix" (§3.2 Discussion) — the top-k eigen-block normalised as a density
-//    matrix of its own, i.e. σ_i = λ_i / sum_{j<=k} λ_j (EntropyNorm::TopK, default). Then
-//    erank_k <= k with equality for a flat top-k spectrum (identity -> k), as Lemma 4 / Eq. 47 say.
-//    The official code instead divides by the full trace, σ_i = λ_i / sum_all λ_j, and sums the
-//    first k terms only (EntropyNorm::Trace): identity 64x64, k = 32 gives exp(0.5 log 64) = 8, not
-//    32. Both are offered; they rank heads differently in general.
-//  - The official code also (a) centres the tokens and scales each to unit norm before forming
-//    Z^T Z / N — a different matrix from Eq. 1 that needs the mean before any token can be
-//    normalised, so it cannot be streamed in one pass; we implement Eq. 1 as printed — and (b)
-//    divides H by log D, a monotone rescaling that changes no ranking; we do not.
+//  - Normalisation of the eigenvalues (EntropyNorm). The proof of Lemma 4 (uncomp.txt, appendix)
+//    states "The trace of Σ_X, Tr(Σ_X), is 1": the σ_i are the eigenvalues of the trace-1
+//    (density) matrix, and H_k sums the first k terms of that same spectrum (Eq. 44); the official
+//    code does exactly that (A / trace(A), the first k singular values): EntropyNorm::Trace, the
+//    default. Identity 64x64, k = 16 gives H_k = (1/4) log 64. EntropyNorm::TopK renormalises over
+//    the top k (σ_i = λ_i / sum_{j<=k} λ_j, an earlier reading of "a positive definite
+//    submatrix"), kept as an option: it ranks heads differently in general.
+//  - The official code centres the tokens and scales each to unit norm before forming Z^T Z / N
+//    (unit_norm_covariance below: not streamable, it needs the mean first; the calibration's
+//    cov=unitnorm, preset=official), where the paper prints Eq. 1 (GramAccumulator: the default).
+//    It also divides H by log D, a monotone rescaling that changes no ranking: the calibration's
+//    layer values are in those units (Σ over heads of H_k / ln D), so ε means the paper's 0.3-0.5.
 //  - Rank deficiency: eigenvalues <= 1e-10 * λ_max count as zero (Lemma 2 needs positive
 //    definiteness; zero eigenvalues add 0 log 0 = 0 anyway); k_used reports how many were used.
 //    A zero covariance gives H = 0, erank = 1, k_used = 0.
@@ -60,9 +62,14 @@ class GramAccumulator {
 };
 
 enum class EntropyNorm {
-  TopK,   // σ_i = λ_i / sum of the top-k λ (the paper's "submatrix"; default)
-  Trace,  // σ_i = λ_i / sum of all λ (the official code)
+  Trace,  // σ_i = λ_i / sum of all λ (Lemma 4's trace-1 matrix and the official code; default)
+  TopK,   // σ_i = λ_i / sum of the top-k λ (the top-k block as a density matrix of its own)
 };
+
+// The official code's token covariance (entropy_utils.py normalize + cal_cov_4): each row centred
+// by the mean row, scaled to unit L2 norm (a zero row stays zero), then Z^T Z / N: [d][d], trace 1
+// unless every centred row is zero. rows [n][row_stride], first d floats of each; n >= 1.
+std::vector<double> unit_norm_covariance(std::span<const float> rows, int64_t n, int d, int64_t row_stride = 0);
 
 struct TruncatedEntropy {
   double h = 0.0;      // H_k (natural log)
@@ -72,9 +79,9 @@ struct TruncatedEntropy {
 
 // From eigenvalues sorted in descending order (negative rounding noise is treated as zero).
 TruncatedEntropy truncated_entropy(std::span<const double> eigenvalues_desc, int k = 32,
-                                   EntropyNorm norm = EntropyNorm::TopK);
+                                   EntropyNorm norm = EntropyNorm::Trace);
 // From a covariance [d][d] (symmetric): eigenvalues by sym_eigen, then the above.
 TruncatedEntropy truncated_entropy_of(std::span<const double> cov, int d, int k = 32,
-                                      EntropyNorm norm = EntropyNorm::TopK);
+                                      EntropyNorm norm = EntropyNorm::Trace);
 
 }  // namespace kvs::math

@@ -12,8 +12,17 @@ namespace kvs::math {
 std::vector<int> uncomp_group_sizes(int n_heads, int m) {
   if (n_heads < 0) fail("uncomp: {} heads is negative", n_heads);
   if (m < 1) fail("uncomp: {} groups (expected >= 1)", m);
-  std::vector<int> s(static_cast<size_t>(m), n_heads / m);
-  for (int g = 0; g < n_heads % m; ++g) ++s[g];
+  std::vector<int> s(static_cast<size_t>(m), 0);
+  if (n_heads < m) {
+    // Fewer heads than groups: the heads' ranks spread over the whole ladder, rank r (0 = the
+    // largest erank) in group round(r (M - 1) / (n - 1)), so the budgets still span N_1 .. N_M.
+    // The step (M - 1) / (n - 1) >= 1, so no two ranks share a group.
+    for (int r = 0; r < n_heads; ++r)
+      ++s[static_cast<size_t>(n_heads == 1 ? 0 : std::lround(static_cast<double>(r) * (m - 1) / (n_heads - 1)))];
+    return s;
+  }
+  for (int g = 0; g < m; ++g) s[static_cast<size_t>(g)] = n_heads / m;
+  for (int g = 0; g < n_heads % m; ++g) ++s[static_cast<size_t>(g)];
   return s;
 }
 

@@ -12,7 +12,10 @@
 // uncomp/stage_division.py, uncomp/llama_model.py hidden-state pruning):
 //  - Per-sample assignment: heads sorted by erank, cut into M groups of equal size (official: labels
 //    from argsort, H/M heads per label). When M does not divide H, the first H mod M groups get one
-//    extra head (as the official layer grouping does); M > H leaves the last groups empty.
+//    extra head (as the official layer grouping does). With fewer heads than groups (GQA models:
+//    4 KV heads, M = 8) the heads' ranks spread over the whole ladder — rank r in group
+//    round(r (M - 1) / (H - 1)): 4 heads take groups 0, 2, 5, 7, i.e. budgets 640, 492, 270, 122
+//    (mean 381, as the full ladder's) — rather than the first H groups (640 ... 418 only).
 //    Ties in erank: the lower head index ranks first.
 //  - Majority vote (Algorithm 1 line 12). VoteMode::Balanced (default, official): groups keep their
 //    sizes; from the lowest-erank group to the highest (the official loop order), each takes, among
@@ -39,7 +42,8 @@
 
 namespace kvs::math {
 
-// Sizes of M groups over n_heads heads: floor(n/M), the first n mod M one larger.
+// Sizes of M groups over n_heads heads: floor(n/M), the first n mod M one larger; n < M: one head
+// in each of n groups spread evenly over 0 .. M-1 (both ends included).
 std::vector<int> uncomp_group_sizes(int n_heads, int m);
 
 // One sample: label[h] in [0, M), group 0 = largest erank. erank: [n_heads].

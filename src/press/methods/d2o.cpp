@@ -8,25 +8,34 @@
 //    group mean is at most the mean of the heads' variances.
 //  - Eq. 4 is computed once, at the sequence's first compression (the prompt's attention: every
 //    query observed so far), and kept in the sequence's PressState; later compressions (decode-time
-//    eviction, streaming perplexity) reuse it, so the layer sizes set at prefill stay fixed while
-//    decoding — as the official code does (it sets each layer's sizes once, at the first decode
-//    step, from the prefill's variances). With F the head lengths at that compression are kept:
-//    no head is ever given more than it held then (the official code clamps each layer's ratio at
-//    1 of the prompt); without that cap a layer whose share exceeds what it holds would keep every
-//    token it generates while the others shrink. The allocator writes that state through env.state
-//    directly (compress() hands the merger, not the allocator, the transactional copy): if the
-//    edit is then refused, the state keeps F, which is what a retry would compute from the same
-//    prompt statistics.
+//    eviction, streaming perplexity) reuse it. Every compression then splits the request's total
+//    by softmax(-F) (Eq. 5) with each head capped only at what it holds: with a fixed budget the
+//    layer sizes are the paper's fixed S_l = α_l S ("maintain the compressed cache size S_l for
+//    each layer", §4.2.1) once reached; a layer whose S_l exceeds what it holds (streaming: every
+//    layer starts at the budget) keeps every token and grows to S_l while the others shrink to
+//    theirs. A budget that grows (a longer question) scales every S_l with it. The allocator
+//    writes that state through env.state directly (compress() hands the merger, not the
+//    allocator, the transactional copy): if the edit is then refused, the state keeps F, which is
+//    what a retry would compute from the same prompt statistics.
+//  - With the paper's raw variances (density=paper) F is large (a sink column sums to ~L/2) and
+//    softmax(-F) is nearly one-hot: one layer's S_l is almost L S and the others shrink to their
+//    protected tokens. That is Eq. 5 as written; the official code's min-max density keeps F in
+//    [0, 1] (density=minmax, preset=official).
 //  - Budgets are tokens per KV head: every head of layer l weighs softmax(-F)_l, so the heads of a
 //    layer get equal budgets (up to one token of rounding), the paper's S_l. Protected tokens
 //    (sinks, the request's window) always fit, as in every fixed allocator here.
 //  - Token level (Eqs. 7-8): S = T + N + M, N:M = 3:1. The official code forces the first 4 tokens
 //    into the heavy hitters (T = 4, our default sinks) and splits the rest by hh_ratio:recent_ratio.
 //  - The official code never compresses layers 0, 1 and the last layer (a special case not in the
-//    paper); we compress every layer.
+//    paper); we compress every layer unless layers=official (preset=official).
+//  - Known departures of preset=official from the official code: our threshold is per (layer, KV
+//    head) where the official keeps one per layer decided on the head average; the recent share
+//    is taken of the budget beyond the sinks (the official takes it of the whole and forces the 4
+//    sinks into the heavy set); the first compression follows the request's trigger (the official
+//    compresses first at the first decode step); GQA heads are not repeated per query head.
 //  - Similarity uses the cached (post-RoPE) keys, as the official code.
-//  - Merged rows carry mass = the tokens they represent (bookkeeping only; attention uses the
-//    weighted-average row, as Eq. 11 defines it).
+//  - Merged rows carry mass = the tokens they represent; Eq. 12 weighs a row by it (merge_mass,
+//    default; d2o_math.h says why), attention uses the weighted-average row, as Eq. 11 defines it.
 #include "press/methods/d2o.h"
 
 #include <fmt/format.h>
@@ -59,6 +68,56 @@ std::vector<double> d2o_layer_F(const StatsCollector& stats, math::D2oDensity de
   return math::d2o_layer_density(head_var, l.n_layer, l.n_head_kv, density);
 }
 
+namespace {
+
+// layers=official (D2oLayers::Official): the official code's fixed per-layer token counts.
+Allocation allocate_official(const KvCache& c, const CompressRequest& req, const std::vector<double>& F, PressState* state) {
+  const KvLayout& l = c.layout();
+  const int L = l.n_layer, H = l.n_head_kv, n = l.n_heads_total();
+  std::vector<double> fixed;
+  if (state) {
+    const auto it = state->values.find(kD2oLayerFixed);
+    if (it != state->values.end() && it->second.size() == static_cast<size_t>(L)) fixed = it->second;
+  }
+  if (fixed.empty()) {
+    // modeling_llama3_new.py: ratio_l = softmax(-F)_l * L * (hh_ratio + recent_ratio), clamped to
+    // [0.01, 1]; modeling_llama3_7b_13b_d2o.py, first decode step: hh_size = int((P+1) r_l hh/ρ),
+    // recent_size = int((P+1) r_l recent/ρ) (1:1 in every official run), layers 0, 1 and L-1 pass
+    // through, and a layer with cache_size >= P - 1 is returned uncompressed (and then never
+    // satisfies the compression test again). ρ here: the request's total over what is held.
+    int64_t held = 0;
+    for (int i = 0; i < n; ++i) held += c.len(i / H, i % H);
+    const int64_t total = req.max_tokens > 0 ? static_cast<int64_t>(req.max_tokens) * n
+                                             : std::llround(*req.keep * static_cast<double>(held));
+    const double rho = held > 0 ? std::min(1.0, static_cast<double>(total) / static_cast<double>(held)) : 1.0;
+    const std::vector<double> alpha = math::d2o_alpha(F, rho);  // softmax(-F) L ρ
+    fixed.assign(static_cast<size_t>(L), -1.0);
+    for (int layer = 0; layer < L; ++layer) {
+      if (layer == 0 || layer == 1 || layer == L - 1) continue;
+      int64_t s0 = 0;  // the layer's longest head (the official cache has one length per layer)
+      for (int h = 0; h < H; ++h) s0 = std::max<int64_t>(s0, c.len(layer, h));
+      const double r = std::clamp(alpha[static_cast<size_t>(layer)], 0.01, 1.0);
+      const int64_t half = static_cast<int64_t>(static_cast<double>(s0) * r / 2.0);
+      if (2 * half >= s0 - 1) continue;
+      // A ratio of 0.01 on a short prompt gives 0 tokens, where the official cache would hold
+      // none: we keep one, so every head can be attended.
+      fixed[static_cast<size_t>(layer)] = static_cast<double>(std::max<int64_t>(1, 2 * half));
+    }
+    if (state) state->values[kD2oLayerFixed] = fixed;
+  }
+  Allocation a;
+  a.budgets.assign(static_cast<size_t>(n), 0);
+  for (int i = 0; i < n; ++i) {
+    const HeadCache& h = c.head(i / H, i % H);
+    const double f = fixed[static_cast<size_t>(i / H)];
+    const int32_t b = f < 0 ? h.len() : static_cast<int32_t>(std::min<double>(h.len(), f));
+    a.budgets[static_cast<size_t>(i)] = std::max(b, std::min(h.len(), count_protected(h, c.n_past(), req)));
+  }
+  return a;
+}
+
+}  // namespace
+
 Allocation D2oAllocator::allocate(const Scores&, const PressEnv& env) const {
   const KvCache& c = env.cache;
   const KvLayout& l = c.layout();
@@ -66,35 +125,25 @@ Allocation D2oAllocator::allocate(const Scores&, const PressEnv& env) const {
   KVS_ASSERT(req.has_budget());
   const int L = l.n_layer, H = l.n_head_kv;
   const int n = l.n_heads_total();
-  // F (Eq. 4) and each head's length are fixed at the sequence's first compression (see the
-  // file comment); later compressions reuse them from the state.
-  std::vector<double> F, first_len;
+  // F (Eq. 4) is fixed at the sequence's first compression (the prompt's attention; see the file
+  // comment); later compressions reuse it from the state.
+  std::vector<double> F;
   if (env.state) {
-    const auto& v = env.state->values;
-    auto f = v.find(kD2oLayerF);
-    auto c0 = v.find(kD2oHeadCap);
-    if (f != v.end() && c0 != v.end() && f->second.size() == static_cast<size_t>(L) &&
-        c0->second.size() == static_cast<size_t>(n)) {
-      F = f->second;
-      first_len = c0->second;
-    }
+    const auto f = env.state->values.find(kD2oLayerF);
+    if (f != env.state->values.end() && f->second.size() == static_cast<size_t>(L)) F = f->second;
   }
   if (F.empty()) {
     if (!env.stats) fail("d2o allocator: needs accumulated attention statistics (col_sum)");
     F = d2o_layer_F(*env.stats, density_);
-    first_len.resize(static_cast<size_t>(n));
-    for (int i = 0; i < n; ++i) first_len[static_cast<size_t>(i)] = c.len(i / H, i % H);
-    if (env.state) {
-      env.state->values[kD2oLayerF] = F;
-      env.state->values[kD2oHeadCap] = first_len;
-    }
+    if (env.state) env.state->values[kD2oLayerF] = F;
   }
+  if (layers_ == D2oLayers::Official) return allocate_official(c, req, F, env.state);
   // Eq. 5: S_l = α_l S per head, α_l ∝ softmax(-F)_l (d2o_alpha with ρ = 1 is softmax x L; the
   // total below carries ρ). Apportioned per head (every head of layer l weighs softmax(-F)_l), so
-  // the heads of a layer get equal budgets up to one token, each capped at what it holds.
-  // Each head is capped at what it holds and at what it held at the first compression (a layer
-  // never grows past its prompt, as the official code clamps each layer's ratio at 1); what a
-  // capped layer cannot take goes to the others in proportion to their α.
+  // the heads of a layer get equal budgets up to one token. Each head is capped only at what it
+  // holds: a layer below its share keeps everything (and grows toward it with the next tokens),
+  // what it cannot take yet goes to the others in proportion to their α, so the total is always
+  // the request's and, once every layer has reached its share, the sizes are Eq. 5's.
   const std::vector<double> alpha = math::d2o_alpha(F, 1.0);
   std::vector<double> w(static_cast<size_t>(n));
   std::vector<int64_t> cap(static_cast<size_t>(n));
@@ -102,13 +151,19 @@ Allocation D2oAllocator::allocate(const Scores&, const PressEnv& env) const {
   for (int i = 0; i < n; ++i) {
     const int32_t len = c.len(i / H, i % H);
     w[static_cast<size_t>(i)] = alpha[static_cast<size_t>(i / H)];
-    cap[static_cast<size_t>(i)] = std::min<int64_t>(len, std::llround(first_len[static_cast<size_t>(i)]));
+    cap[static_cast<size_t>(i)] = len;
     held += len;
   }
   int64_t total = req.max_tokens > 0 ? static_cast<int64_t>(req.max_tokens) * n
                                      : std::llround(*req.keep * static_cast<double>(held));
   total = std::min(total, held);
   const std::vector<int64_t> per_head = math::apportion(w, total, cap);
+  if (env.state) {  // Eq. 5's targets (no caps), per KV head, for inspection
+    const std::vector<int64_t> target = math::apportion(w, total);
+    std::vector<double> lt(static_cast<size_t>(L), 0.0);
+    for (int i = 0; i < n; ++i) lt[static_cast<size_t>(i / H)] += static_cast<double>(target[static_cast<size_t>(i)]) / H;
+    env.state->values[kD2oLayerTarget] = lt;
+  }
   Allocation a;
   a.budgets.assign(static_cast<size_t>(n), 0);
   for (int i = 0; i < n; ++i) {
@@ -194,8 +249,8 @@ namespace {
 constexpr int64_t kFewEvicted = 16;
 
 // One head: Eqs. 9-12 on the evicted slots of `e`; updates tau/tau_set of this head.
-void merge_head(const KvCache& c, int layer, int kvh, HeadEdit& e, double beta, math::D2oMerge mode, double& tau,
-                double& tau_set) {
+void merge_head(const KvCache& c, int layer, int kvh, HeadEdit& e, double beta, math::D2oMerge mode, bool use_mass,
+                double& tau, double& tau_set) {
   const HeadCache& h = c.head(layer, kvh);
   const int D = c.layout().head_dim;
   const int32_t len = h.len();
@@ -258,13 +313,16 @@ void merge_head(const KvCache& c, int layer, int kvh, HeadEdit& e, double beta, 
     std::copy_n(ev_k.data() + static_cast<size_t>(i) * D, D, mk.data() + r * D);
     c.read_v(layer, kvh, evicted[static_cast<size_t>(i)], mv.data() + r * D);
   }
-  math::d2o_merge(tk, tv, nt, D, D, mk, mv, m_near, m_sim, t, mode);
-  // Mass bookkeeping: a merged row stands for its own tokens and those folded into it.
+  // Mass: the tokens each row stands for (its own and those folded into it earlier).
   auto mass_of = [&](int32_t slot) { return h.mass.empty() ? 1.0f : h.mass[static_cast<size_t>(slot)]; };
-  std::vector<float> mass(static_cast<size_t>(nt));
-  for (int64_t r = 0; r < nt; ++r) mass[static_cast<size_t>(r)] = mass_of(e.keep[static_cast<size_t>(targets[r])]);
-  for (int64_t r = 0; r < nm; ++r)
-    mass[static_cast<size_t>(m_near[static_cast<size_t>(r)])] += mass_of(evicted[static_cast<size_t>(merged[r])]);
+  std::vector<float> t_mass(static_cast<size_t>(nt)), m_mass(static_cast<size_t>(nm));
+  for (int64_t r = 0; r < nt; ++r) t_mass[static_cast<size_t>(r)] = mass_of(e.keep[static_cast<size_t>(targets[r])]);
+  for (int64_t r = 0; r < nm; ++r) m_mass[static_cast<size_t>(r)] = mass_of(evicted[static_cast<size_t>(merged[r])]);
+  const bool weigh = use_mass && mode == math::D2oMerge::PaperEq12;
+  math::d2o_merge(tk, tv, nt, D, D, mk, mv, m_near, m_sim, t, mode, weigh ? std::span<const float>(t_mass) : std::span<const float>{},
+                  weigh ? std::span<const float>(m_mass) : std::span<const float>{});
+  std::vector<float> mass = t_mass;
+  for (int64_t r = 0; r < nm; ++r) mass[static_cast<size_t>(m_near[static_cast<size_t>(r)])] += m_mass[static_cast<size_t>(r)];
   for (int64_t r = 0; r < nt; ++r) {
     RowWrite wr;
     wr.slot = e.keep[static_cast<size_t>(targets[static_cast<size_t>(r)])];
@@ -290,13 +348,28 @@ void D2oMerger::merge(const Scores&, const PressEnv& env, CacheEdit& edit) const
   env.pool.parallel_for(static_cast<int64_t>(n), [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i)
       merge_head(env.cache, static_cast<int>(i / l.n_head_kv), static_cast<int>(i % l.n_head_kv),
-                 edit.heads[static_cast<size_t>(i)], beta_, mode_, tau[static_cast<size_t>(i)], set[static_cast<size_t>(i)]);
+                 edit.heads[static_cast<size_t>(i)], beta_, mode_, use_mass_, tau[static_cast<size_t>(i)],
+                 set[static_cast<size_t>(i)]);
   });
 }
 
 namespace {
 
 using T = ParamSpec::Type;
+
+// paper (the default): §5.1 "β = 0.7 achieves optimal performance", N:M = 3:1 (Table 9), Eq. 4's
+// raw variances, Eq. 5 budgets maintained per layer, Eq. 12 weights, every layer compressed; T
+// (sinks) is not given a value: 4, as the official code. official: the README's LongBench run of
+// AIoT-MLSys-Lab/D2O (hh_ratio 0.1, recent_ratio 0.1 -> 1:1; alpha = belta = 0.5 -> β 0.5; min-max
+// density; scatter-mean merge without counts; layers=official).
+std::vector<PressPreset> d2o_presets() {
+  return {{"paper", "the paper's settings (§4-5, Table 9)",
+           {{"recent_share", "0.25"}, {"ema_beta", "0.7"}, {"merge_weights", "paper"}, {"merge_mass", "true"},
+            {"density", "paper"}, {"layers", "paper"}}},
+          {"official", "AIoT-MLSys-Lab/D2O's LongBench run (README)",
+           {{"recent_share", "0.5"}, {"ema_beta", "0.5"}, {"merge_weights", "official"}, {"merge_mass", "false"},
+            {"density", "minmax"}, {"layers", "official"}}}};
+}
 
 math::D2oDensity parse_density(const std::string& s) {
   if (s == "paper") return math::D2oDensity::Paper;
@@ -311,8 +384,16 @@ void add_d2o_allocators(std::vector<AllocatorInfo>& allocators) {
       {"d2o",
        "D2O: layer budgets softmax(-F) with F the variance of the prompt's attention column sums (Wan et al. 2024, Eqs. 4-5)",
        {{"density", T::String, "paper",
-         "paper: Eq. 4's variances as they are; minmax: the official code's per-layer min-max normalised head variances"}},
-       [](const Params& p, const Scorer&) { return std::make_shared<D2oAllocator>(parse_density(p.get_str("density"))); }});
+         "paper: Eq. 4's variances as they are; minmax: the official code's per-layer min-max normalised head variances"},
+        {"layers", T::String, "paper",
+         "paper: Eq. 5 shares of the budget at every compression (layers grow to theirs); official: sizes fixed at the "
+         "first compression, ratios clamped to [0.01, 1], layers 0, 1, L-1 never compressed"}},
+       [](const Params& p, const Scorer&) {
+         const std::string& lay = p.get_str("layers");
+         if (lay != "paper" && lay != "official") fail("d2o allocator: layers must be paper or official, got '{}'", lay);
+         return std::make_shared<D2oAllocator>(parse_density(p.get_str("density")),
+                                               lay == "paper" ? D2oLayers::Paper : D2oLayers::Official);
+       }});
 }
 
 void add_d2o_presses(std::vector<PressInfo>& presses) {
@@ -324,7 +405,9 @@ void add_d2o_presses(std::vector<PressInfo>& presses) {
         {"merge", T::Bool, "true", "merge evicted pairs into kept ones (false: the ablation without merging)"},
         {"ema_beta", T::Float, "0.7", "beta of the EMA similarity threshold (Eq. 10)", 0, 1},
         {"merge_weights", T::String, "paper", "paper: Eq. 12's weights; official: the official code's similarity-weighted scatter-mean"},
-        {"decode_every", T::Int, "1", "evict back to the budget every N decode steps (0 = only after prefill)", 0, kMaxTriggerEvery}},
+        {"merge_mass", T::Bool, "true", "Eq. 12 counts a row that already stands for m merged tokens as m members (false: every row weighs 1)"},
+        {"decode_every", T::Int, "1", "evict back to the budget every N decode steps (0 = only after prefill)", 0, kMaxTriggerEvery},
+        preset_param(d2o_presets())},
        4, 0, {Trigger::Kind::EveryN, 1, 0}, "d2o", [](const Params& p) {
          const std::string& mw = p.get_str("merge_weights");
          if (mw != "paper" && mw != "official") fail("d2o: merge_weights must be paper or official, got '{}'", mw);
@@ -334,11 +417,13 @@ void add_d2o_presses(std::vector<PressInfo>& presses) {
          press.selector = std::make_shared<D2oSelector>(p.get_float("recent_share"));
          if (p.get_bool("merge"))
            press.merger = std::make_shared<D2oMerger>(
-               p.get_float("ema_beta"), mw == "paper" ? math::D2oMerge::PaperEq12 : math::D2oMerge::OfficialScatterMean);
+               p.get_float("ema_beta"), mw == "paper" ? math::D2oMerge::PaperEq12 : math::D2oMerge::OfficialScatterMean,
+               p.get_bool("merge_mass"));
          const int64_t n = p.get_int("decode_every");
          press.trigger = n > 0 ? Trigger{Trigger::Kind::EveryN, static_cast<int>(n), 0} : Trigger{};
          return press;
-       }});
+       },
+       d2o_presets()});
 }
 
 }  // namespace kvs

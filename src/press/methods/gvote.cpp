@@ -1,16 +1,20 @@
 // GVote as press parts (overview in gvote.h; numerics and the paper-open choices they involve in
 // press/math/gvote_math.h). Choices made here:
 //
-//  - Which hidden states, and the norm. The listing fits μ, σ to the attention module's input,
-//    which in HF models is the output of the layer's input RMSNorm, and projects the samples with
-//    q_proj alone. Our statistics hold the residual stream entering the layer (before attn_norm),
-//    so the samples are drawn from the residual stream's channel-wise Gaussian and projected
-//    through attn_norm, W_q (+ bias) and RoPE by the model probe — the forward's own code (the
-//    framework issue's definition). The two differ by where the Gaussian is fitted (before or
-//    after the per-row normalisation); fitting after would need per-layer statistics of the
-//    normalised states, which the collector does not keep.
-//  - σ² = (E[x²] - μ²) n / (n - 1) (unbiased, the listing's torch.std), clamped at 0; n = the
-//    queries the layer saw (the prefill, when GVote compresses once after it).
+//  - Which hidden states, and the norm. The listing (gvote.txt Appendix A, gvote_get_mask) fits
+//    μ, σ to `hidden_states`, the attention module's input — in HF Llama/Qwen the output of the
+//    layer's input RMSNorm — and projects the samples with F.linear(h, q_proj_weight), no norm.
+//    We do the same: the collector keeps the channel-wise moments of LayerView::attn_in
+//    (attn_norm(x), StatsRequest::attn_input_moments) and the samples go through
+//    ModelProbe::project_attn_input_queries (W_q, RoPE; no norm). The listing adds no bias; we add
+//    q_proj's bias where the model has one (Qwen2), because that is the module's query (a no-op
+//    for Llama).
+//  - σ: unbiased (n - 1, the listing's torch.std) from shifted sums (math/channel_stats.h); n =
+//    the queries the layer saw (the prefill, when GVote compresses once after it); σ = 0 for a
+//    one-token context.
+//  - The question of a query-aware prefill (PressEnv::keep_last) is kept whatever the votes: the
+//    listing compresses a prompt without a question, and every other query-aware press keeps the
+//    question (SnapKV and UNComp through their observation window), so GVote does too.
 //  - The last real query: the last query the collector saw for the layer (window = 1): in the
 //    query-agnostic pipeline the context's last token; with --query-aware the question's last.
 //    A_0 is its softmax over the keys it could see (positions <= its own), per query head.
@@ -76,33 +80,28 @@ std::vector<std::vector<uint8_t>> gvote_layer_votes(const KvCache& cache, int la
   return keep;
 }
 
-std::vector<float> gvote_project(ModelProbe& probe, int layer, const float* hidden, int n, int32_t first, int n_future) {
+std::vector<float> gvote_project(ModelProbe& probe, int layer, const float* attn_in, int n, int32_t first, int n_future) {
   const ProbeDims d = probe.dims();
   const std::vector<float> rope = probe.rope_table_mean(first, n_future);
   std::vector<float> q(static_cast<size_t>(n) * d.n_head * d.head_dim);
-  probe.project_queries(layer, hidden, n, rope.data(), /*rope_shared=*/true, q.data());
+  probe.project_attn_input_queries(layer, attn_in, n, rope.data(), /*rope_shared=*/true, q.data());
   return q;
 }
 
 std::vector<float> gvote_sample_layer(const StatsCollector& stats, int layer, int n_samples, uint64_t seed) {
-  const std::vector<double>& mean = stats.hidden_mean(layer);
-  const std::vector<double>& m2 = stats.hidden_m2(layer);
-  const int64_t n = stats.n_queries(layer);
-  if (mean.empty() || n < 1) fail("gvote: no hidden-state statistics for layer {} (was the context prefilled?)", layer);
-  const double unbias = n > 1 ? static_cast<double>(n) / static_cast<double>(n - 1) : 1.0;
-  std::vector<float> mu(mean.size()), sigma(mean.size());
-  for (size_t c = 0; c < mean.size(); ++c) {
-    mu[c] = static_cast<float>(mean[c]);
-    sigma[c] = static_cast<float>(std::sqrt(std::max(0.0, (m2[c] - mean[c] * mean[c]) * unbias)));
-  }
+  const math::ChannelStats& st = stats.attn_input_stats(layer);
+  if (st.dim() < 1 || st.count() < 1)
+    fail("gvote: no attention-input statistics for layer {} (was the context prefilled?)", layer);
+  const std::vector<float> mu = st.mean();
+  const std::vector<float> sigma = st.count() > 1 ? st.stddev(/*unbiased=*/true) : std::vector<float>(mu.size(), 0.0f);
   SplitMix64 mix(seed ^ (0x9E3779B97F4A7C15ULL * static_cast<uint64_t>(layer + 1)));
   return math::gvote_sample_hidden(mu, sigma, n_samples, mix.next());
 }
 
 Scores GVoteScorer::score(const PressEnv& env) const {
   if (!env.probe) fail("gvote: needs the model probe (query projection)");
-  if (!env.stats || env.stats->request().window < 1 || !env.stats->request().hidden_moments)
-    fail("gvote: needs the last query and hidden-state statistics");
+  if (!env.stats || env.stats->request().window < 1 || !env.stats->request().attn_input_moments)
+    fail("gvote: needs the last query and attention-input statistics");
   const KvCache& c = env.cache;
   const KvLayout& l = c.layout();
   const AttnShape& sh = env.shape;
@@ -118,7 +117,9 @@ Scores GVoteScorer::score(const PressEnv& env) const {
     for (int kvh = 0; kvh < l.n_head_kv; ++kvh) {
       auto& out = sc.at(l, layer, kvh);
       const auto& k = keep[static_cast<size_t>(kvh)];
-      for (size_t s = 0; s < out.size(); ++s) out[s] = k[s] ? 1.0f : 0.0f;
+      const std::vector<int32_t>& pos = c.head(layer, kvh).pos;
+      for (size_t s = 0; s < out.size(); ++s)
+        out[s] = k[s] || pos[s] >= c.n_past() - env.keep_last ? 1.0f : 0.0f;  // the question is kept
     }
   }
   return sc;

@@ -2,9 +2,10 @@
 // Budget"; ../shared/papers/gvote.txt §3.3, Algorithm 1 and the Appendix A listing) as press parts.
 // Per request, per layer and KV head, no keep ratio:
 //   1. A_0 = the last real query's attention; B_step = |TopP(A_0, p_nuc)| per query head (lines 1-3);
-//   2. S hidden states h̃ ~ N(μ, σ²) fitted channel-wise to the hidden states entering the layer
-//      during prefill (line 4-5), projected to queries through the layer's norm, W_q (+ bias) and
-//      RoPE with cos/sin averaged over the next n_f positions (lines 6-7; the model probe);
+//   2. S hidden states h̃ ~ N(μ, σ²) fitted channel-wise to the attention module's input during
+//      prefill — attn_norm of the residual stream, the listing's `hidden_states` (lines 4-5) —,
+//      projected to queries by W_q (+ bias) and RoPE with cos/sin averaged over the next n_f
+//      positions, no norm applied again (lines 6-7; the model probe);
 //   3. each synthetic query votes for its top-B_step keys; the head keeps the union over the
 //      samples and over the query heads of its GQA group (lines 8-11).
 // GVoteScorer marks the union (score 1, others 0); GVoteAllocator ("gvote", adaptive) keeps the
@@ -34,20 +35,21 @@ std::vector<std::vector<uint8_t>> gvote_layer_votes(const KvCache& cache, int la
                                                     const float* q_last, int32_t q_pos, const float* q_syn,
                                                     int n_samples, double p_nuc, std::vector<int64_t>* b_step = nullptr);
 
-// Lines 6-7: queries of hidden states [n][n_embd] entering `layer`, with RoPE averaged over
-// positions first .. first + n_future - 1: [n][n_head][head_dim].
-std::vector<float> gvote_project(ModelProbe& probe, int layer, const float* hidden, int n, int32_t first, int n_future);
+// Lines 6-7: queries of attention inputs [n][n_embd] of `layer` (already normed: W_q + bias, no
+// norm), with RoPE averaged over positions first .. first + n_future - 1: [n][n_head][head_dim].
+std::vector<float> gvote_project(ModelProbe& probe, int layer, const float* attn_in, int n, int32_t first, int n_future);
 
-// Lines 4-5: S hidden states drawn from N(μ, σ²) fitted to the layer's prefill hidden states
-// (the collector's running mean and second moment; σ² made unbiased, n / (n - 1), as the
-// listing's torch.std). [n_samples][n_embd]. `seed` is mixed with the layer index.
+// Lines 4-5: S attention inputs drawn from N(μ, σ²) fitted channel-wise to the layer's attention
+// inputs seen during prefill (the collector's attn-input moments; σ unbiased, n - 1, as the
+// listing's torch.std; σ = 0 when the layer saw one token). [n_samples][n_embd]. `seed` is mixed
+// with the layer index.
 std::vector<float> gvote_sample_layer(const StatsCollector& stats, int layer, int n_samples, uint64_t seed);
 
 class GVoteScorer : public Scorer {
  public:
   explicit GVoteScorer(GVoteParams p = {}) : p_(p) {}
   std::string name() const override { return "gvote"; }
-  Needs needs() const override { return {.stats = {.window = 1, .hidden_moments = true}, .probe = true}; }
+  Needs needs() const override { return {.stats = {.window = 1, .attn_input_moments = true}, .probe = true}; }
   Scores score(const PressEnv& env) const override;
 
  private:

@@ -6,13 +6,17 @@
 //  - Heads are KV heads. The paper groups the query heads of MHA models (Llama-2); our cache keeps
 //    tokens per KV head, so a KV head's erank_k is the mean of its query heads' (the paper notes
 //    that GQA groups share one compression pattern, Fig. 5) and the M groups are cut among the
-//    layer's KV heads. With fewer KV heads than M, the first groups hold one head each and the
-//    rest stay empty (uncomp_group_sizes): the budgets are then N_1 ... N_{Hkv}.
-//  - Layer values for Eq. 8: the sum over the layer's query heads of their erank_k (mean over the
-//    samples). The official layer entropy (entropy_utils get_entropy_4_dimensions_single_batch)
-//    is likewise a sum of per-head values, and its threshold (stage_division: -1) is on that
-//    scale, so eps = 1 means the same thing. The covariance of the whole layer's queries
-//    ((H·D)², 2048² for Llama-3.2-1B) is not formed.
+//    layer's KV heads. With fewer KV heads than M, the heads' ranks spread over the whole
+//    ladder (uncomp_group_sizes: 4 KV heads in groups 0, 2, 5, 7), so the budgets still span
+//    N_1 ... N_M.
+//  - Layer values for Eq. 8: the sum over the layer's query heads of H_k / ln D (mean over the
+//    samples), in entropy units, so ε is the paper's 0.3 (A.3: 0.3 Llama2-7B / Qwen2.5-7B, 0.4
+//    Llama3-8B, 0.5 Llama2-13B). The official layer entropy (entropy_utils
+//    get_entropy_4_dimensions_single_batch) is likewise a sum of per-head H_k / ln D; its stored
+//    stage_division.py values (~2.2 per head) and threshold -1 fit Σ_h exp(H_k / ln D), the
+//    code's "erank" (layer_value=official-erank, eps 1; our reading: the repository does not
+//    say). A drop of 1 there is ~0.45 in the entropy sum, the paper's range. The covariance of the
+//    whole layer's queries ((H·D)², 2048² for Llama-3.2-1B) is not formed.
 //  - Scores (Dynamic KV Cache Eviction, §3.3.3): the attention of the last l = 8 queries summed
 //    per key, averaged over the query heads of the KV group, smoothed by average pooling of
 //    width 5; the l window tokens are always kept. The paper says "summing the attention scores
@@ -37,13 +41,13 @@
 //    the integer step (n - n_min) / (C - 1). The official code re-runs top-k before every layer
 //    with its group's count, which only cuts at the first layer of a group (the count is
 //    constant within it): the same. Rows never pruned (the paper: "the question/last tokens"):
-//    the last max(l, --window) rows, whose queries score the KV cache afterwards, the sinks, a
-//    query-aware question, and each forward chunk's last row.
-//  - Chunked prefill: the forward runs chunks of n_batch rows and shows each chunk to the
-//    selector layer by layer. With one chunk (n_batch >= context) the ranking query is the
-//    context's last token, as in the paper; with several, each chunk is cut in the same
-//    proportion by its own last row (an approximation: the later chunks do not exist yet when an
-//    earlier chunk reaches a layer).
+//    the last max(l, --window) rows, whose queries score the KV cache afterwards, the sinks and a
+//    query-aware question.
+//  - Chunked prefill: the paper (and the official code) prefills the prompt in one pass, so the
+//    ranking query is the context's last token at every layer. With a row selector the forward
+//    runs layer-major (runtime/arch/llama.h forward_layer_major: every n_batch chunk through
+//    layer l before any goes through layer l + 1), so the selector sees the whole prefill and
+//    its last token before each layer, whatever -b is: the kept rows are the same for every -b.
 #include "press/methods/uncomp.h"
 
 #include <fmt/format.h>
@@ -112,14 +116,19 @@ UncompCalibration uncomp_calibration(const nlohmann::json* d, int n_layer, int n
   return c;
 }
 
-std::vector<double> uncomp_sample_erank(const StatsCollector& stats, int n_layer, int k, math::EntropyNorm norm) {
-  if (stats.request().query_gram == QueryGram::Off) fail("uncomp_sample_erank: the statistics hold no query Gram matrices");
+int uncomp_resolve_k(int k, int head_dim) {
+  if (k < 0) fail("uncomp: k = {} (expected >= 1, or 0 for head_dim / 4)", k);
+  return k > 0 ? k : std::max(1, head_dim / 4);
+}
+
+std::vector<double> uncomp_sample_entropy(const StatsCollector& stats, int n_layer, int k, math::EntropyNorm norm) {
+  if (stats.request().query_gram == QueryGram::Off) fail("uncomp_sample_entropy: the statistics hold no query Gram matrices");
   const int H = stats.shape().n_head, D = stats.shape().head_dim;
   std::vector<double> out(static_cast<size_t>(n_layer) * H);
   for (int l = 0; l < n_layer; ++l)
     for (int qh = 0; qh < H; ++qh) {
       const StatsCollector::Gram& g = stats.query_gram(l, qh);
-      out[static_cast<size_t>(l) * H + qh] = g.count < 2 ? 1.0 : math::truncated_entropy_of(g.covariance(), D, k, norm).erank;
+      out[static_cast<size_t>(l) * H + qh] = g.count < 2 ? 0.0 : math::truncated_entropy_of(g.covariance(), D, k, norm).h;
     }
   return out;
 }
@@ -128,18 +137,22 @@ namespace {
 
 struct Aggregate {
   std::vector<std::vector<double>> head_erank, kv_erank;  // [L][H], [L][Hkv]
-  std::vector<double> layer_erank;                        // [L]
+  std::vector<double> layer_erank;                        // [L] Σ over heads of erank_k (reported)
+  std::vector<double> layer_value;                        // [L] the Eq. 8 values (UncompLayerValue)
   std::vector<std::vector<int>> kv_groups;                // [L][Hkv]
   std::vector<int> layer_groups;                          // [L]
 };
 
-// Samples [s0, s1) of erank[s][l][qh].
-Aggregate aggregate(const std::vector<double>& e, int s0, int s1, int L, int H, int Hkv, const UncompCalibrateOptions& o) {
+// Samples [s0, s1) of entropy[s][l][qh] (H_k, natural log).
+Aggregate aggregate(const std::vector<double>& e, int s0, int s1, int L, int H, int Hkv, int D,
+                    const UncompCalibrateOptions& o) {
   const int G = H / Hkv, ns = s1 - s0;
+  const double log_d = std::log(static_cast<double>(std::max(D, 2)));
   Aggregate a;
   a.head_erank.assign(static_cast<size_t>(L), std::vector<double>(static_cast<size_t>(H), 0.0));
   a.kv_erank.assign(static_cast<size_t>(L), std::vector<double>(static_cast<size_t>(Hkv), 0.0));
   a.layer_erank.assign(static_cast<size_t>(L), 0.0);
+  a.layer_value.assign(static_cast<size_t>(L), 0.0);
   for (int l = 0; l < L; ++l) {
     std::vector<int> labels(static_cast<size_t>(ns) * Hkv);  // [sample][kvh]
     std::vector<double> kv(static_cast<size_t>(Hkv));
@@ -147,20 +160,21 @@ Aggregate aggregate(const std::vector<double>& e, int s0, int s1, int L, int H, 
       const double* row = e.data() + (static_cast<size_t>(s) * L + l) * H;
       for (int kvh = 0; kvh < Hkv; ++kvh) {
         double m = 0;
-        for (int g = 0; g < G; ++g) m += row[kvh * G + g];
-        kv[kvh] = m / G;
+        for (int g = 0; g < G; ++g) m += std::exp(row[kvh * G + g]);
+        kv[kvh] = m / G;  // a KV head's erank_k: the mean of its query heads'
         a.kv_erank[l][kvh] += kv[kvh] / ns;
       }
       for (int qh = 0; qh < H; ++qh) {
-        a.head_erank[l][qh] += row[qh] / ns;
-        a.layer_erank[l] += row[qh] / ns;  // Σ over heads, mean over samples
+        a.head_erank[l][qh] += std::exp(row[qh]) / ns;
+        a.layer_erank[l] += std::exp(row[qh]) / ns;  // Σ over heads, mean over samples
+        a.layer_value[l] += (o.layer_value == UncompLayerValue::Entropy ? row[qh] / log_d : std::exp(row[qh] / log_d)) / ns;
       }
       const std::vector<int> lab = math::uncomp_assign_head_groups(kv, o.groups);  // one sample (Algorithm 1 line 6)
       std::copy(lab.begin(), lab.end(), labels.begin() + static_cast<std::ptrdiff_t>(s - s0) * Hkv);
     }
     a.kv_groups.push_back(math::uncomp_majority_vote(labels, ns, Hkv, o.groups, o.vote));  // line 12
   }
-  a.layer_groups = math::uncomp_layer_groups(a.layer_erank, o.eps);  // Eq. 8
+  a.layer_groups = math::uncomp_layer_groups(a.layer_value, o.eps);  // Eq. 8
   return a;
 }
 
@@ -179,29 +193,34 @@ nlohmann::json rounded(const std::vector<std::vector<double>>& v) {
 }  // namespace
 
 nlohmann::json uncomp_calibration_data(const std::vector<double>& erank, int n_samples, int n_layer, int n_head,
-                                       int n_head_kv, const UncompCalibrateOptions& o) {
-  if (n_samples < 1 || n_layer < 1 || n_head < 1 || n_head_kv < 1 || n_head % n_head_kv != 0)
-    fail("uncomp_calibration_data: {} samples, {} layers, {} heads, {} KV heads", n_samples, n_layer, n_head, n_head_kv);
+                                       int n_head_kv, int head_dim, const UncompCalibrateOptions& o) {
+  if (n_samples < 1 || n_layer < 1 || n_head < 1 || n_head_kv < 1 || n_head % n_head_kv != 0 || head_dim < 1)
+    fail("uncomp_calibration_data: {} samples, {} layers, {} heads, {} KV heads, head dim {}", n_samples, n_layer, n_head,
+         n_head_kv, head_dim);
   if (erank.size() != static_cast<size_t>(n_samples) * n_layer * n_head)
-    fail("uncomp_calibration_data: {} eranks for {} x {} x {}", erank.size(), n_samples, n_layer, n_head);
-  const Aggregate all = aggregate(erank, 0, n_samples, n_layer, n_head, n_head_kv, o);
+    fail("uncomp_calibration_data: {} entropies for {} x {} x {}", erank.size(), n_samples, n_layer, n_head);
+  const Aggregate all = aggregate(erank, 0, n_samples, n_layer, n_head, n_head_kv, head_dim, o);
   nlohmann::json j;
   j["groups"] = o.groups;
-  j["k"] = o.k;
+  j["k"] = uncomp_resolve_k(o.k, head_dim);
+  j["head_dim"] = head_dim;
   j["norm"] = o.norm == math::EntropyNorm::TopK ? "topk" : "trace";
+  j["cov"] = o.cov == UncompCov::Eq1 ? "eq1" : "unitnorm";
   j["vote"] = o.vote == math::VoteMode::Balanced ? "balanced" : "per-head";
+  j["layer_value"] = o.layer_value == UncompLayerValue::Entropy ? "entropy" : "official-erank";
   j["eps"] = o.eps;
   j["samples"] = n_samples;
   j["kv_head_groups"] = all.kv_groups;
   j["layer_groups"] = all.layer_groups;
+  j["layer_values"] = rounded(all.layer_value);
   j["layer_erank"] = rounded(all.layer_erank);
   j["kv_head_erank"] = rounded(all.kv_erank);
   j["head_erank"] = rounded(all.head_erank);
   // Stability: the vote of the first half of the samples against that of the second half.
   if (n_samples >= 2) {
     const int half = n_samples / 2;
-    const Aggregate a = aggregate(erank, 0, half, n_layer, n_head, n_head_kv, o);
-    const Aggregate b = aggregate(erank, half, n_samples, n_layer, n_head, n_head_kv, o);
+    const Aggregate a = aggregate(erank, 0, half, n_layer, n_head, n_head_kv, head_dim, o);
+    const Aggregate b = aggregate(erank, half, n_samples, n_layer, n_head, n_head_kv, head_dim, o);
     int same = 0, near = 0;
     for (int l = 0; l < n_layer; ++l)
       for (int h = 0; h < n_head_kv; ++h) {
@@ -244,10 +263,26 @@ std::vector<int64_t> uncomp_stage_rows(const std::vector<int>& layer_groups, int
 
 std::vector<int32_t> uncomp_head_budgets(const KvCache& cache, const CompressRequest& req, const UncompCalibration& cal,
                                          double n1, double dn, bool base_longest) {
+  return uncomp_head_budgets(cache, req, cal, math::uncomp_stepped_sizes(cal.groups, n1, dn), base_longest);  // Eq. 11
+}
+
+std::vector<double> uncomp_official_ladder(int groups) {
+  // uncomp_utils.py (group8, max_capacity_prompts 512): [20, 128, 256, 384, 384, 512, 640, 748] by
+  // label ascending (label 0 = the lowest entropy); ours: group 0 = the largest erank first.
+  if (groups != 8)
+    fail("uncomp: ladder=official has the official code's 8 group sizes; the calibration has {} groups (use "
+         "ladder=paper, or calibrate with --opt groups=8)",
+         groups);
+  return {748, 640, 512, 384, 384, 256, 128, 20};
+}
+
+std::vector<int32_t> uncomp_head_budgets(const KvCache& cache, const CompressRequest& req, const UncompCalibration& cal,
+                                         const std::vector<double>& sizes, bool base_longest) {
   if (!req.has_budget()) fail("uncomp: needs a keep ratio or a token budget");
   const KvLayout& l = cache.layout();
   const int n = l.n_heads_total();
-  const std::vector<double> sizes = math::uncomp_stepped_sizes(cal.groups, n1, dn);  // Eq. 11
+  if (static_cast<int>(sizes.size()) != cal.groups)
+    fail("uncomp: {} group sizes for a calibration of {} groups", sizes.size(), cal.groups);
   std::vector<int64_t> caps(static_cast<size_t>(n)), floors(static_cast<size_t>(n));
   std::vector<double> w(static_cast<size_t>(n));
   int64_t held = 0, longest = 0, floor_sum = 0;
@@ -307,7 +342,7 @@ UncompScorer::UncompScorer(UncompOptions o) : o_(o) {
   if (o_.window < 1) fail("uncomp: window must be >= 1, got {}", o_.window);
   if (o_.stage_queries < 1 || o_.stage_queries > o_.window)
     fail("uncomp: stage_queries must be in 1..window ({}), got {}", o_.window, o_.stage_queries);
-  window_scorer_ = std::make_shared<SnapKvScorer>(o_.window, o_.kernel, false);
+  window_scorer_ = std::make_shared<SnapKvScorer>(o_.window, o_.kernel, o_.max_pool);
 }
 
 Scores UncompScorer::score(const PressEnv& env) const { return window_scorer_->score(env); }
@@ -335,7 +370,9 @@ Allocation UncompAllocator::allocate(const Scores&, const PressEnv& env) const {
   const UncompCalibration cal =
       uncomp_calibration(env.probe ? env.probe->calibration("uncomp") : nullptr, l.n_layer, l.n_head_kv);
   Allocation a;
-  a.budgets = uncomp_head_budgets(env.cache, env.request, cal, n1_, dn_, base_longest_);
+  a.budgets = official_ladder_ ? uncomp_head_budgets(env.cache, env.request, cal, uncomp_official_ladder(cal.groups),
+                                                     base_longest_)
+                               : uncomp_head_budgets(env.cache, env.request, cal, n1_, dn_, base_longest_);
   return a;
 }
 
@@ -354,27 +391,28 @@ UncompRowSelector::UncompRowSelector(const PrefillRows& p, std::vector<int64_t> 
 
 bool UncompRowSelector::select_rows(const RowView& v, std::vector<int32_t>& keep) {
   const int T = v.n_tok, il = v.layer;
-  if (il == 1) chunk_rows_ = T;  // layer 0 never prunes: the chunk's whole size
   if (il <= 0 || il >= static_cast<int>(stage_rows_.size()) || stage_rows_[il] >= stage_rows_[il - 1]) return false;
-  // This chunk's share of the stage's count (the count itself when the prefill is one chunk).
-  int64_t target = chunk_rows_ == n_tokens_
-                       ? stage_rows_[il]
-                       : std::llround(static_cast<double>(chunk_rows_) * stage_rows_[il] / static_cast<double>(n_tokens_));
-  target = std::max<int64_t>(target, 1);
+  // The forward shows the whole prefill (layer-major, runtime/arch/llama.h forward_layer_major),
+  // so the row with the largest position is the prefill's last token.
+  if (v.pos[T - 1] != end_pos_ - 1)
+    fail("uncomp: internal: the row selector was shown a chunk (last position {}, prefill ends at {}), not the whole "
+         "prefill",
+         v.pos[T - 1], end_pos_ - 1);
+  const int64_t target = std::max<int64_t>(stage_rows_[il], 1);
   if (target >= T) return false;
 
-  // Protected rows: sinks, the last protect_last positions of the prefill, the chunk's last row.
+  // Protected rows: sinks, the last protect_last positions of the prefill (its last row among them).
   std::vector<bool> taken(static_cast<size_t>(T), false);
   int64_t n_taken = 0;
   for (int t = 0; t < T; ++t) {
     const int64_t pos = v.pos[t];
     if (pos < request_.sinks || pos >= end_pos_ - protect_last_ || t == T - 1) taken[t] = true, ++n_taken;
   }
-  // Scores: the previous layer's attention from the chunk's last `stage_queries` rows (the
+  // Scores: the previous layer's attention from the prefill's last `stage_queries` rows (the
   // collector's window), summed over every head, per row (matched by position).
   const StatsCollector::Window& w = stats_->window(il - 1);
   if (w.size() == 0 || w.pos.back() != v.pos[T - 1])
-    fail("uncomp: internal: layer {} window queries do not end at the chunk's last row", il - 1);
+    fail("uncomp: internal: layer {} window queries do not end at the prefill's last row", il - 1);
   const PressEnv env{*v.cache, shape_, stats_, *pool_, request_, nullptr, nullptr};
   const std::vector<std::vector<float>> att = window_attention(env, il - 1, stage_queries_);
   std::vector<float> score(static_cast<size_t>(T), 0.0f);
@@ -400,6 +438,21 @@ bool UncompRowSelector::select_rows(const RowView& v, std::vector<int32_t>& keep
 
 // ---- registration -----------------------------------------------------------------------------
 
+namespace {
+
+// paper: l = 8 (§3.3.3, A.3), SnapKV's pooling (the paper cites SnapKV's scorer; avg, 5), the last
+// token ranks the pruned rows (§3.3.2 "the attention scores of the last token"), Eq. 11's ladder
+// 640 - 74 g. official: menik1126/UNComp's LongBench runs (run_longbench.py: max pooling, kernel
+// 7), the last 8 queries rank the rows (llama_model.py: attn.sum(heads)[-8:]), its 8 fixed sizes.
+std::vector<PressPreset> uncomp_presets() {
+  return {{"paper", "the paper's settings (§3.3, A.3)",
+           {{"window", "8"}, {"kernel", "5"}, {"pooling", "avg"}, {"stage_queries", "1"}, {"ladder", "paper"}}},
+          {"official", "menik1126/UNComp's LongBench runs",
+           {{"window", "8"}, {"kernel", "7"}, {"pooling", "max"}, {"stage_queries", "8"}, {"ladder", "official"}}}};
+}
+
+}  // namespace
+
 void add_uncomp_presses(std::vector<PressInfo>& presses) {
   using T = ParamSpec::Type;
   Trigger every1;
@@ -413,7 +466,8 @@ void add_uncomp_presses(std::vector<PressInfo>& presses) {
          "group: stepped head-group budgets; group-stage: + prefill pruning by layer group (run with -b >= the "
          "context's tokens for the paper's one-pass pruning)"},
         {"window", T::Int, "8", "l: last queries whose cumulative attention scores the tokens (kept themselves)", 1, 4096},
-        {"kernel", T::Int, "5", "average pooling width of the scores (official code: 5)", 1, 255},
+        {"kernel", T::Int, "5", "pooling width of the scores (SnapKV's 5; the official LongBench runs: 7)", 1, 255},
+        {"pooling", T::String, "avg", "avg or max pooling of the scores (the official LongBench runs: max)"},
         {"stage_min", T::Float, "0.375", "group-stage: rows the last layer group keeps, fraction of the context "
                                          "(official 1536/4096)", 0.001, 1},
         {"stage_queries", T::Int, "1", "group-stage: last queries ranking the rows (paper: 1, the last token; "
@@ -422,7 +476,8 @@ void add_uncomp_presses(std::vector<PressInfo>& presses) {
          "group-stage: the layer groups (Eq. 8) from the calibration, or one group id per layer (0,0,1,2; 0/0/1/2 "
          "inside eval --presses)"},
         {"decode_every", T::Int, "1", "while decoding, every head back to its size every N steps (0 = only after "
-                                      "prefill)", 0, kMaxTriggerEvery}},
+                                      "prefill)", 0, kMaxTriggerEvery},
+        preset_param(uncomp_presets())},
        0, 0, every1, "uncomp", [](const Params& p) {
          const std::string& v = p.get_str("variant");
          if (v != "group" && v != "group-stage") fail("uncomp: variant must be group or group-stage, got '{}'", v);
@@ -430,6 +485,9 @@ void add_uncomp_presses(std::vector<PressInfo>& presses) {
          o.stage = v == "group-stage";
          o.window = static_cast<int>(p.get_int("window"));
          o.kernel = static_cast<int>(p.get_int("kernel"));
+         const std::string& pool = p.get_str("pooling");
+         if (pool != "avg" && pool != "max") fail("uncomp: pooling must be avg or max, got '{}'", pool);
+         o.max_pool = pool == "max";
          o.stage_min = p.get_float("stage_min");
          o.stage_queries = static_cast<int>(p.get_int("stage_queries"));
          o.layer_groups = uncomp_parse_layer_groups(p.get_str("layer_groups"));
@@ -438,7 +496,8 @@ void add_uncomp_presses(std::vector<PressInfo>& presses) {
          if (const int64_t n = p.get_int("decode_every"); n > 0) press.trigger = {Trigger::Kind::EveryN, static_cast<int>(n), 0};
          press.scorer = std::make_shared<UncompScorer>(o);
          return press;
-       }});
+       },
+       uncomp_presets()});
 }
 
 void add_uncomp_allocators(std::vector<AllocatorInfo>& allocators) {
@@ -448,10 +507,15 @@ void add_uncomp_allocators(std::vector<AllocatorInfo>& allocators) {
        "UNComp's stepped head-group budgets (Eq. 11) from the model's calibration (kvshrink calibrate --press "
        "uncomp), scaled to the request",
        {{"n1", T::Float, "640", "N_1: the largest group's size (a weight: budgets are scaled to the request)", 1e-6, 1e9},
-        {"dn", T::Float, "74", "Δn: step between consecutive groups' sizes", 0, 1e9}},
+        {"dn", T::Float, "74", "Δn: step between consecutive groups' sizes", 0, 1e9},
+        {"ladder", T::String, "paper",
+         "paper: N_g = n1 - g dn (Eq. 11); official: the official code's 8 sizes 748 ... 20 (as weights)"}},
        [](const Params& p, const Scorer& s) {
          const auto* u = dynamic_cast<const UncompScorer*>(&s);
-         return std::make_shared<UncompAllocator>(p.get_float("n1"), p.get_float("dn"), u && u->options().stage);
+         const std::string& lad = p.get_str("ladder");
+         if (lad != "paper" && lad != "official") fail("uncomp allocator: ladder must be paper or official, got '{}'", lad);
+         return std::make_shared<UncompAllocator>(p.get_float("n1"), p.get_float("dn"), u && u->options().stage,
+                                                  lad == "official");
        }});
 }
 

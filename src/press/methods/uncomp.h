@@ -17,7 +17,8 @@
 //  - group-stage (§3.3.2 + §3.3.3): the same, after a prefill whose hidden states are pruned: the
 //    first layer group runs on every token; before the first layer of each later group the rows
 //    are cut to that group's count (Eq. 10, stepping down to `stage_min` of the context) by the
-//    previous layer's attention from the last token; pruned tokens get no K/V in later layers.
+//    previous layer's attention from the context's last token (the prefill runs layer-major, so
+//    this holds for any -b); pruned tokens get no K/V in later layers.
 //    The last l tokens, the sinks, the request's window and a query-aware question are never
 //    pruned.
 #pragma once
@@ -47,24 +48,38 @@ struct UncompCalibration {
 // how to make one, when it is missing, malformed or for another shape.
 UncompCalibration uncomp_calibration(const nlohmann::json* data, int n_layer, int n_head_kv);
 
+// The covariance whose spectrum is measured: Eq. 1 (the paper), or the official code's unit-norm
+// token covariance (math::unit_norm_covariance).
+enum class UncompCov { Eq1, UnitNorm };
+// The layer values of Eq. 8: Entropy = Σ over the layer's query heads of H_k / ln D (entropy units,
+// so ε is the paper's 0.3-0.5); OfficialErank = Σ over heads of exp(H_k / ln D), the scale of the
+// official stage_division.py values, whose threshold is 1.
+enum class UncompLayerValue { Entropy, OfficialErank };
+
 struct UncompCalibrateOptions {
-  int k = 32;                                      // top-k eigenvalues (Eq. 5)
-  math::EntropyNorm norm = math::EntropyNorm::TopK;
+  int k = 0;                                       // top-k eigenvalues (Eq. 5); 0 = head_dim / 4
+  math::EntropyNorm norm = math::EntropyNorm::Trace;
+  UncompCov cov = UncompCov::Eq1;
   int groups = 8;                                  // M
   math::VoteMode vote = math::VoteMode::Balanced;
-  double eps = 1.0;                                // ε of Eq. 8, on the layer values' scale
+  UncompLayerValue layer_value = UncompLayerValue::Entropy;
+  double eps = 0.3;                                // ε of Eq. 8, on the layer values' scale
 };
 
-// erank_k of every query head of one prefilled sample, from the collector's query Gram matrices
-// (query_gram must have been requested): [n_layer][n_head] row-major.
-std::vector<double> uncomp_sample_erank(const StatsCollector& stats, int n_layer, int k, math::EntropyNorm norm);
+// k of Eq. 5 for a head dimension: k, or head_dim / 4 (at least 1) when k is 0 (the paper's 32
+// of 128, Table 8).
+int uncomp_resolve_k(int k, int head_dim);
 
-// Algorithm 1 + Eq. 8 from per-sample eranks erank[s][layer][qh] (n_samples x n_layer x n_head,
-// row-major): the calibration data object (head / KV-head / layer eranks averaged over samples
-// (Eq. 7), the voted KV-head groups, the layer groups, and the same from the two halves of the
-// samples with their agreement).
-nlohmann::json uncomp_calibration_data(const std::vector<double>& erank, int n_samples, int n_layer, int n_head,
-                                       int n_head_kv, const UncompCalibrateOptions& o);
+// H_k (natural log) of every query head of one prefilled sample, from the collector's query Gram
+// matrices (query_gram must have been requested; Eq. 1): [n_layer][n_head] row-major.
+std::vector<double> uncomp_sample_entropy(const StatsCollector& stats, int n_layer, int k, math::EntropyNorm norm);
+
+// Algorithm 1 + Eq. 8 from per-sample truncated entropies entropy[s][layer][qh] (n_samples x
+// n_layer x n_head, row-major; erank = exp): the calibration data object (head / KV-head eranks
+// and layer values averaged over samples (Eq. 7), the voted KV-head groups, the layer groups, and
+// the same from the two halves of the samples with their agreement).
+nlohmann::json uncomp_calibration_data(const std::vector<double>& entropy, int n_samples, int n_layer, int n_head,
+                                       int n_head_kv, int head_dim, const UncompCalibrateOptions& o);
 
 // ---- budgets and stages -----------------------------------------------------------------------
 
@@ -84,13 +99,20 @@ std::vector<int64_t> uncomp_stage_rows(const std::vector<int>& layer_groups, int
 // Budgets never exceed what a head holds (the rest goes to the others, or is not kept).
 std::vector<int32_t> uncomp_head_budgets(const KvCache& cache, const CompressRequest& req, const UncompCalibration& cal,
                                          double n1, double dn, bool base_longest);
+// Same with the group sizes given ([cal.groups], group 0 first).
+std::vector<int32_t> uncomp_head_budgets(const KvCache& cache, const CompressRequest& req, const UncompCalibration& cal,
+                                         const std::vector<double>& sizes, bool base_longest);
+// The official code's 8 sizes (window included), largest-erank group first: 748, 640, 512, 384,
+// 384, 256, 128, 20. Throws unless groups == 8.
+std::vector<double> uncomp_official_ladder(int groups);
 
 // ---- press parts ------------------------------------------------------------------------------
 
 struct UncompOptions {
   bool stage = false;      // group-stage: prune hidden states in prefill
   int window = 8;          // l: the last queries whose attention scores tokens (kept themselves)
-  int kernel = 5;          // 1-D average pooling of the scores (official: avg_pool1d, 5)
+  int kernel = 5;          // 1-D pooling of the scores (SnapKV's avg, 5; official LongBench runs: max, 7)
+  bool max_pool = false;   // max pooling instead of average
   double stage_min = 0.375;  // rows the last layer group keeps, as a fraction of the context
   int stage_queries = 1;   // queries whose attention ranks rows when pruning (paper: the last token)
   std::vector<int> layer_groups;  // group-stage: an explicit layer partition (empty: the calibration's)
@@ -120,7 +142,8 @@ class UncompScorer : public Scorer {
 // Stepped head-group budgets from the model's calibration (any scorer; `uncomp` by default).
 class UncompAllocator : public BudgetAllocator {
  public:
-  UncompAllocator(double n1, double dn, bool base_longest) : n1_(n1), dn_(dn), base_longest_(base_longest) {}
+  UncompAllocator(double n1, double dn, bool base_longest, bool official_ladder = false)
+      : n1_(n1), dn_(dn), base_longest_(base_longest), official_ladder_(official_ladder) {}
   std::string name() const override { return "uncomp"; }
   Needs needs() const override { return {.stats = {}, .probe = true}; }
   Allocation allocate(const Scores& scores, const PressEnv& env) const override;
@@ -128,11 +151,12 @@ class UncompAllocator : public BudgetAllocator {
  private:
   double n1_, dn_;
   bool base_longest_;
+  bool official_ladder_;
 };
 
 // The group-stage prefill row selector (exposed for tests). stage_rows: [n_layer] rows kept from
-// each layer on for the whole prefill (uncomp_stage_rows); rows of a chunk are cut in the same
-// proportion (the exact Eq. 10 counts when the prefill is one chunk).
+// each layer on for the whole prefill (uncomp_stage_rows); the forward shows it the whole prefill
+// before each layer (layer-major), whatever n_batch.
 class UncompRowSelector : public RowSelector {
  public:
   UncompRowSelector(const PrefillRows& p, std::vector<int64_t> stage_rows, int protect_last, int stage_queries);
@@ -149,7 +173,6 @@ class UncompRowSelector : public RowSelector {
   AttnShape shape_;
   ThreadPool* pool_;
   CompressRequest request_;
-  int chunk_rows_ = 0;  // rows of the current forward chunk when it entered layer 1
   std::vector<int64_t> kept_at_;
 };
 

@@ -116,23 +116,109 @@ void compact_rows(const HParams& hp, Activations& a, int n, const std::vector<in
 
 }  // namespace
 
-void project_queries(const Runtime& rt, int layer, const float* hidden, int n, const float* rope_cs, bool rope_shared,
-                     float* q_out, float* xn_scratch) {
+void project_attn_input_queries(const Runtime& rt, int layer, const float* attn_in, int n, const float* rope_cs,
+                                 bool rope_shared, float* q_out) {
   const HParams& hp = rt.model.hp;
   KVS_ASSERT(layer >= 0 && layer < hp.n_layer);
   const LayerWeights& L = rt.model.layers[static_cast<size_t>(layer)];
-  const int E = hp.n_embd, H = hp.n_head, D = hp.head_dim, R = hp.rope_dim, Q = H * D;
-  for_rows(rt.pool, n, [&](int t) {
-    kernels::rmsnorm(hidden + static_cast<size_t>(t) * E, L.attn_norm.f32(), xn_scratch + static_cast<size_t>(t) * E, E,
-                     hp.rms_eps);
-  });
-  kernels::matmul(L.wq, xn_scratch, n, q_out, rt.pool, rt.mm);
+  const int H = hp.n_head, D = hp.head_dim, R = hp.rope_dim, Q = H * D;
+  kernels::matmul(L.wq, attn_in, n, q_out, rt.pool, rt.mm);
   for_rows(rt.pool, n, [&](int t) {
     float* qt = q_out + static_cast<size_t>(t) * Q;
     if (L.bq.valid()) kernels::add_f32(qt, L.bq.f32(), Q);
     kernels::rope(qt, H, D, R, rope_cs + (rope_shared ? 0 : static_cast<size_t>(t) * R), hp.rope_style);
   });
 }
+
+void project_queries(const Runtime& rt, int layer, const float* hidden, int n, const float* rope_cs, bool rope_shared,
+                     float* q_out, float* xn_scratch) {
+  const HParams& hp = rt.model.hp;
+  KVS_ASSERT(layer >= 0 && layer < hp.n_layer);
+  const LayerWeights& L = rt.model.layers[static_cast<size_t>(layer)];
+  const int E = hp.n_embd;
+  for_rows(rt.pool, n, [&](int t) {
+    kernels::rmsnorm(hidden + static_cast<size_t>(t) * E, L.attn_norm.f32(), xn_scratch + static_cast<size_t>(t) * E, E,
+                     hp.rms_eps);
+  });
+  project_attn_input_queries(rt, layer, xn_scratch, n, rope_cs, rope_shared, q_out);
+}
+
+namespace {
+
+// Attention block of layer il on the chunk's rows a.x[0..n) (a.pos, a.rope set): norm, Q/K/V,
+// then per segment: append K/V to its cache, attention, its observer.
+void attention_block(const Runtime& rt, Activations& a, std::span<Segment> segs, int il, int n, bool keep_pre) {
+  const HParams& hp = rt.model.hp;
+  const LayerWeights& L = rt.model.layers[static_cast<size_t>(il)];
+  const int E = hp.n_embd, H = hp.n_head, Hkv = hp.n_head_kv, D = hp.head_dim;
+  // x += Wo . attention(RoPE(Wq . norm(x)), cache + RoPE(Wk . norm(x)), Wv . norm(x)): the
+  // projections over every row of the chunk; append, attention and observers per sequence.
+  for_rows(rt.pool, n, [&](int t) {
+    kernels::rmsnorm(a.x.data() + static_cast<size_t>(t) * E, L.attn_norm.f32(), a.xn.data() + static_cast<size_t>(t) * E, E,
+                     hp.rms_eps);
+  });
+  qkv(rt, L, a, n, keep_pre);
+  for (const Segment& sg : segs) {
+    const size_t r0 = static_cast<size_t>(sg.first);
+    float* q = a.q.data() + r0 * H * D;
+    const int32_t* sp = a.pos.data() + r0;
+    if (!sg.cache->append(il, sg.n, a.k.data() + r0 * Hkv * D, a.v.data() + r0 * Hkv * D, sp))
+      fail("KV cache memory cap reached while appending layer {}", il);
+    attention(*sg.cache, il, rt.shape, q, sp, sg.n, a.att.data() + r0 * H * D, a.lse.data() + r0 * H, rt.pool, rt.attn);
+    if (sg.observer) {
+      LayerView v;
+      v.layer = il;
+      v.n_tok = sg.n;
+      v.pos = sp;
+      v.shape = &rt.shape;
+      v.hidden = a.x.data() + r0 * E;
+      v.attn_in = a.xn.data() + r0 * E;  // attn_norm(x), overwritten only after the observers ran
+      v.q = q;
+      v.lse = a.lse.data() + r0 * H;
+      v.q_pre_rope = keep_pre ? a.q_pre.data() + r0 * H * D : nullptr;
+      v.k_pre_rope = keep_pre ? a.k_pre.data() + r0 * Hkv * D : nullptr;
+      v.cache = sg.cache;
+      sg.observer->on_layer(v);
+    }
+  }
+}
+
+// The rest of layer il on rows [0, rows) of a.att / a.x: output projection + residual, then the
+// feed-forward block (SwiGLU): x += W_down . (silu(W_gate . norm(x)) * (W_up . norm(x))).
+void output_and_ffn(const Runtime& rt, Activations& a, int il, int rows) {
+  const HParams& hp = rt.model.hp;
+  const LayerWeights& L = rt.model.layers[static_cast<size_t>(il)];
+  const int E = hp.n_embd, F = hp.n_ff;
+  kernels::matmul(L.wo, a.att.data(), rows, a.xn.data(), rt.pool, rt.mm);
+  for_rows(rt.pool, rows, [&](int t) {
+    kernels::add_f32(a.x.data() + static_cast<size_t>(t) * E, a.xn.data() + static_cast<size_t>(t) * E, E);
+  });
+  for_rows(rt.pool, rows, [&](int t) {
+    kernels::rmsnorm(a.x.data() + static_cast<size_t>(t) * E, L.ffn_norm.f32(), a.xn.data() + static_cast<size_t>(t) * E, E,
+                     hp.rms_eps);
+  });
+  kernels::matmul(L.ffn_gate, a.xn.data(), rows, a.ffn_gate.data(), rt.pool, rt.mm);
+  kernels::matmul(L.ffn_up, a.xn.data(), rows, a.ffn_up.data(), rt.pool, rt.mm);
+  for_rows(rt.pool, rows, [&](int t) {
+    kernels::silu_mul(a.ffn_gate.data() + static_cast<size_t>(t) * F, a.ffn_up.data() + static_cast<size_t>(t) * F, F);
+  });
+  kernels::matmul(L.ffn_down, a.ffn_gate.data(), rows, a.xn.data(), rt.pool, rt.mm);
+  for_rows(rt.pool, rows, [&](int t) {
+    kernels::add_f32(a.x.data() + static_cast<size_t>(t) * E, a.xn.data() + static_cast<size_t>(t) * E, E);
+  });
+}
+
+// logits = W_out . norm(x) of rows out_rows of a.x: [out_rows.size()][V].
+void output_logits(const Runtime& rt, Activations& a, const std::vector<int>& out_rows, float* logits_out) {
+  const HParams& hp = rt.model.hp;
+  const int E = hp.n_embd;
+  for (size_t i = 0; i < out_rows.size(); ++i)
+    kernels::rmsnorm(a.x.data() + static_cast<size_t>(out_rows[i]) * E, rt.model.output_norm.f32(), a.xn.data() + i * E, E,
+                     hp.rms_eps);
+  kernels::matmul(rt.model.output, a.xn.data(), static_cast<int64_t>(out_rows.size()), logits_out, rt.pool, rt.mm);
+}
+
+}  // namespace
 
 int forward_segments(const Runtime& rt, Activations& a, std::span<Segment> segs, const int32_t* tokens,
                      const int32_t* pos, int n, LogitsRows mode, RowSelector* row_selector, float* logits_out) {
@@ -142,7 +228,7 @@ int forward_segments(const Runtime& rt, Activations& a, std::span<Segment> segs,
   KVS_ASSERT(!row_selector || segs.size() == 1);
   KVS_ASSERT(mode != LogitsRows::All || segs.size() == 1);
   a.reserve(hp, n);
-  const int E = hp.n_embd, F = hp.n_ff, H = hp.n_head, Hkv = hp.n_head_kv, D = hp.head_dim;
+  const int E = hp.n_embd, H = hp.n_head, D = hp.head_dim;
   bool keep_pre = false;
   for (const Segment& sg : segs) keep_pre |= sg.observer && sg.observer->needs_pre_rope();
   a.pos.assign(pos, pos + n);
@@ -158,9 +244,9 @@ int forward_segments(const Runtime& rt, Activations& a, std::span<Segment> segs,
   std::vector<int32_t> keep;
   int n_out = 0;  // > 0: the last layer ran on the logits rows only, moved to rows 0..n_out-1
   for (int il = 0; il < hp.n_layer; ++il) {
-    const LayerWeights& L = model.layers[static_cast<size_t>(il)];
     int rows = n;  // rows the output projection and feed-forward block run on
-    // Optional pruning of rows before the layer (UNComp's prefill hidden-state pruning).
+    // Optional pruning of rows before the layer (this chunk's rows only; a whole prefill is
+    // pruned layer-major by forward_layer_major).
     if (row_selector && il > 0) {
       RowView rv{il, n, E, a.pos.data(), a.row.data(), a.x.data(), segs[0].cache};
       keep.clear();
@@ -170,36 +256,7 @@ int forward_segments(const Runtime& rt, Activations& a, std::span<Segment> segs,
         segs[0].n = n;
       }
     }
-
-    // Attention block: x += Wo . attention(RoPE(Wq . norm(x)), cache + RoPE(Wk . norm(x)), Wv . norm(x)).
-    // Projections over every row of the chunk; append, attention and observers per sequence.
-    for_rows(rt.pool, n, [&](int t) {
-      kernels::rmsnorm(a.x.data() + static_cast<size_t>(t) * E, L.attn_norm.f32(), a.xn.data() + static_cast<size_t>(t) * E, E,
-                       hp.rms_eps);
-    });
-    qkv(rt, L, a, n, keep_pre);
-    for (const Segment& sg : segs) {
-      const size_t r0 = static_cast<size_t>(sg.first);
-      float* q = a.q.data() + r0 * H * D;
-      const int32_t* sp = a.pos.data() + r0;
-      if (!sg.cache->append(il, sg.n, a.k.data() + r0 * Hkv * D, a.v.data() + r0 * Hkv * D, sp))
-        fail("KV cache memory cap reached while appending layer {}", il);
-      attention(*sg.cache, il, rt.shape, q, sp, sg.n, a.att.data() + r0 * H * D, a.lse.data() + r0 * H, rt.pool, rt.attn);
-      if (sg.observer) {
-        LayerView v;
-        v.layer = il;
-        v.n_tok = sg.n;
-        v.pos = sp;
-        v.shape = &rt.shape;
-        v.hidden = a.x.data() + r0 * E;
-        v.q = q;
-        v.lse = a.lse.data() + r0 * H;
-        v.q_pre_rope = keep_pre ? a.q_pre.data() + r0 * H * D : nullptr;
-        v.k_pre_rope = keep_pre ? a.k_pre.data() + r0 * Hkv * D : nullptr;
-        v.cache = sg.cache;
-        sg.observer->on_layer(v);
-      }
-    }
+    attention_block(rt, a, segs, il, n, keep_pre);
     // Without logits nothing reads the last layer's output (a prefill chunk before the last, a
     // press's probe forward): its output projection and feed-forward block are skipped.
     if (mode == LogitsRows::None && il == hp.n_layer - 1) break;
@@ -217,25 +274,7 @@ int forward_segments(const Runtime& rt, Activations& a, std::span<Segment> segs,
       n_out = i;
       rows = i;
     }
-    kernels::matmul(L.wo, a.att.data(), rows, a.xn.data(), rt.pool, rt.mm);
-    for_rows(rt.pool, rows, [&](int t) {
-      kernels::add_f32(a.x.data() + static_cast<size_t>(t) * E, a.xn.data() + static_cast<size_t>(t) * E, E);
-    });
-
-    // Feed-forward block (SwiGLU): x += W_down . (silu(W_gate . norm(x)) * (W_up . norm(x))).
-    for_rows(rt.pool, rows, [&](int t) {
-      kernels::rmsnorm(a.x.data() + static_cast<size_t>(t) * E, L.ffn_norm.f32(), a.xn.data() + static_cast<size_t>(t) * E, E,
-                       hp.rms_eps);
-    });
-    kernels::matmul(L.ffn_gate, a.xn.data(), rows, a.ffn_gate.data(), rt.pool, rt.mm);
-    kernels::matmul(L.ffn_up, a.xn.data(), rows, a.ffn_up.data(), rt.pool, rt.mm);
-    for_rows(rt.pool, rows, [&](int t) {
-      kernels::silu_mul(a.ffn_gate.data() + static_cast<size_t>(t) * F, a.ffn_up.data() + static_cast<size_t>(t) * F, F);
-    });
-    kernels::matmul(L.ffn_down, a.ffn_gate.data(), rows, a.xn.data(), rt.pool, rt.mm);
-    for_rows(rt.pool, rows, [&](int t) {
-      kernels::add_f32(a.x.data() + static_cast<size_t>(t) * E, a.xn.data() + static_cast<size_t>(t) * E, E);
-    });
+    output_and_ffn(rt, a, il, rows);
   }
 
   // Output: logits = W_out . norm(x) for the last row of every sequence, or every row alive.
@@ -247,10 +286,81 @@ int forward_segments(const Runtime& rt, Activations& a, std::span<Segment> segs,
     for (int t = 0; t < n_out; ++t) out_rows.push_back(t);  // moved to the front in the last layer
   else
     for (const Segment& sg : segs) out_rows.push_back(sg.first + sg.n - 1);
-  for (size_t i = 0; i < out_rows.size(); ++i)
-    kernels::rmsnorm(a.x.data() + static_cast<size_t>(out_rows[i]) * E, model.output_norm.f32(), a.xn.data() + i * E, E,
-                     hp.rms_eps);
-  kernels::matmul(model.output, a.xn.data(), static_cast<int64_t>(out_rows.size()), logits_out, rt.pool, rt.mm);
+  output_logits(rt, a, out_rows, logits_out);
+  return n;
+}
+
+int forward_layer_major(const Runtime& rt, Activations& a, KvCache& cache, const int32_t* tokens, const int32_t* pos,
+                        int n, int n_batch, LogitsRows mode, const ForwardHooks& hooks, float* logits_out,
+                        std::vector<int32_t>* rows_out) {
+  const Model& model = rt.model;
+  const HParams& hp = model.hp;
+  const int E = hp.n_embd, H = hp.n_head, D = hp.head_dim, L = hp.n_layer;
+  KVS_ASSERT(n >= 1 && n_batch >= 1);
+  const bool keep_pre = hooks.observer && hooks.observer->needs_pre_rope();
+  // The whole prefill's residual stream, positions and input rows: X [n][E], P [n], R [n].
+  std::vector<float> X(static_cast<size_t>(n) * E);
+  std::vector<int32_t> P(pos, pos + n), R(static_cast<size_t>(n));
+  for (int t = 0; t < n; ++t) R[static_cast<size_t>(t)] = t;
+  for_rows(rt.pool, n, [&](int t) {
+    kernels::dequantize_row(model.tok_embd.type, model.tok_embd.row(tokens[t]), X.data() + static_cast<size_t>(t) * E, E);
+  });
+  a.reserve(hp, std::min(n, n_batch));
+  std::vector<int32_t> keep;
+  for (int il = 0; il < L; ++il) {
+    // Pruning before the layer, over every row still alive (UNComp ranks them by the attention
+    // of the context's last token at the previous layer, which has seen the whole context).
+    if (hooks.rows && il > 0) {
+      RowView rv{il, n, E, P.data(), R.data(), X.data(), &cache};
+      keep.clear();
+      if (hooks.rows->select_rows(rv, keep) && static_cast<int>(keep.size()) < n) {
+        const int m = static_cast<int>(keep.size());
+        KVS_ASSERT(m >= 1 && keep.back() == n - 1);
+        for (int i = 0; i < m; ++i) {
+          const size_t src = static_cast<size_t>(keep[static_cast<size_t>(i)]);
+          KVS_ASSERT(src < static_cast<size_t>(n) && (i == 0 || keep[static_cast<size_t>(i)] > keep[static_cast<size_t>(i - 1)]));
+          if (src == static_cast<size_t>(i)) continue;
+          std::memmove(X.data() + static_cast<size_t>(i) * E, X.data() + src * E, sizeof(float) * E);
+          P[static_cast<size_t>(i)] = P[src];
+          R[static_cast<size_t>(i)] = R[src];
+        }
+        n = m;
+        P.resize(static_cast<size_t>(n));
+        R.resize(static_cast<size_t>(n));
+      }
+    }
+    const bool last_layer = il == L - 1;
+    // The layer over chunks of n_batch rows: each chunk's queries see the layer's keys of every
+    // earlier chunk (appended before) and its own, causally.
+    for (int b = 0; b < n; b += n_batch) {
+      const int nb = std::min(n_batch, n - b);
+      std::memcpy(a.x.data(), X.data() + static_cast<size_t>(b) * E, sizeof(float) * static_cast<size_t>(nb) * E);
+      a.pos.assign(P.begin() + b, P.begin() + b + nb);
+      a.row.assign(R.begin() + b, R.begin() + b + nb);
+      rope_table(model, a.pos.data(), nb, a.rope.data());
+      Segment seg{&cache, 0, nb, hooks.observer};
+      attention_block(rt, a, std::span<Segment>(&seg, 1), il, nb, keep_pre);
+      if (last_layer && mode == LogitsRows::None) continue;
+      int rows = nb;
+      if (last_layer && mode == LogitsRows::Last) {
+        if (b + nb < n) continue;  // only the prefill's last row needs the rest of the last layer
+        std::memmove(a.att.data(), a.att.data() + static_cast<size_t>(nb - 1) * H * D, sizeof(float) * H * D);
+        std::memmove(a.x.data(), a.x.data() + static_cast<size_t>(nb - 1) * E, sizeof(float) * E);
+        rows = 1;
+      }
+      output_and_ffn(rt, a, il, rows);
+      if (last_layer && mode == LogitsRows::Last) {
+        output_logits(rt, a, {0}, logits_out);
+      } else if (last_layer && mode == LogitsRows::All) {
+        std::vector<int> out(static_cast<size_t>(nb));
+        for (int t = 0; t < nb; ++t) out[static_cast<size_t>(t)] = t;
+        output_logits(rt, a, out, logits_out + static_cast<size_t>(b) * hp.n_vocab);
+      } else {
+        std::memcpy(X.data() + static_cast<size_t>(b) * E, a.x.data(), sizeof(float) * static_cast<size_t>(nb) * E);
+      }
+    }
+  }
+  if (rows_out) *rows_out = R;
   return n;
 }
 

@@ -74,6 +74,17 @@ int forward_segments(const Runtime& rt, Activations& a, std::span<Segment> segs,
 int forward_chunk(const Runtime& rt, Activations& a, KvCache& cache, const int32_t* tokens, const int32_t* pos, int n,
                   LogitsRows mode, const ForwardHooks& hooks, float* logits_out);
 
+// A whole prefill of n tokens (one sequence), LAYER-MAJOR: every row goes through layer l, in
+// chunks of n_batch rows, before any goes through layer l + 1; hooks.rows (if set) is called
+// before each layer >= 1 with every row still alive, so a row selector ranks the whole prefill
+// whatever n_batch (UNComp's hidden-state pruning; the chunked forward shows it one chunk at a
+// time). Memory: the residual stream of the whole prefill [n][E] beside the chunk's activations.
+// logits_out: Last -> [1][V] (the last row), All -> [T_end][V]; rows_out (if given) receives the
+// input index of each row alive at the end. Returns T_end.
+int forward_layer_major(const Runtime& rt, Activations& a, KvCache& cache, const int32_t* tokens, const int32_t* pos,
+                        int n, int n_batch, LogitsRows mode, const ForwardHooks& hooks, float* logits_out,
+                        std::vector<int32_t>* rows_out);
+
 // (cos, sin) pairs for positions: out [n][R].
 void rope_table(const Model& m, const int32_t* pos, int n, float* out);
 // (cos, sin) pairs averaged over positions first .. first + count - 1: out [R]. The average of
@@ -86,5 +97,9 @@ void rope_table_mean(const Model& m, int32_t first, int32_t count, float* out);
 // row when rope_shared), q_out [n][H][D]; xn_scratch [n][E].
 void project_queries(const Runtime& rt, int layer, const float* hidden, int n, const float* rope_cs, bool rope_shared,
                      float* q_out, float* xn_scratch);
+// Queries of rows that are already the attention block's input (attn_norm applied): W_q (+ bias),
+// RoPE. attn_in [n][E]; the rest as project_queries.
+void project_attn_input_queries(const Runtime& rt, int layer, const float* attn_in, int n, const float* rope_cs,
+                                bool rope_shared, float* q_out);
 
 }  // namespace kvs::arch
