@@ -182,8 +182,9 @@ TEST(Uncomp, CollectorGramCovarianceAndSampleEntropy) {
       const double want = reference_entropy(qs[l], N, H * D, h * D, D, k);
       EXPECT_NEAR(e[static_cast<size_t>(l) * H + h], want, 1e-4) << "layer " << l << " head " << h;
       // The top-k renormalisation is another number (the trace form's top-2 mass is below 1).
-      if (!(l == 1 && h == 3))
+      if (!(l == 1 && h == 3)) {
         EXPECT_GT(std::abs(math::truncated_entropy_of(direct, D, k, math::EntropyNorm::TopK).h - want), 1e-3);
+      }
     }
   EXPECT_NEAR(e[static_cast<size_t>(1) * H + 3], 0.0, 1e-3);  // rank one: one eigenvalue 1, H = 0
   EXPECT_GT(e[0], 0.5);
@@ -193,6 +194,9 @@ TEST(Uncomp, StageRowsStepDownByLayerGroup) {
   // Eq. 10: C = 3 groups over 1000 tokens, last group 375 (0.375), integer step (1000 - 375) / 2.
   EXPECT_EQ(uncomp_stage_rows({0, 0, 1, 1, 2}, 1000, 0.375, 10), (std::vector<int64_t>{1000, 1000, 688, 688, 376}));
   EXPECT_EQ(uncomp_stage_rows({0, 0, 0}, 1000, 0.375, 10), (std::vector<int64_t>{1000, 1000, 1000}));
+  // An absolute floor (the official code's 1,536 rows) instead of the fraction.
+  EXPECT_EQ(uncomp_stage_rows({0, 1, 2, 3, 4}, 8192, 0.375, 10, 1536), (std::vector<int64_t>{8192, 6528, 4864, 3200, 1536}));
+  EXPECT_EQ(uncomp_stage_rows({0, 1}, 1000, 0.375, 10, 1536), (std::vector<int64_t>{1000, 1000}));  // shorter: no pruning
   // The protected rows bound the last group from below.
   EXPECT_EQ(uncomp_stage_rows({0, 1}, 100, 0.05, 40), (std::vector<int64_t>{100, 40}));
   expect_error([] { uncomp_stage_rows({0, 1}, 100, 0.0, 1); }, "stage_min");

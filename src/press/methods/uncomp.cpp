@@ -249,11 +249,14 @@ nlohmann::json uncomp_calibration_data(const std::vector<double>& erank, int n_s
 // ---- budgets and stages -----------------------------------------------------------------------
 
 std::vector<int64_t> uncomp_stage_rows(const std::vector<int>& layer_groups, int64_t n, double stage_min,
-                                       int64_t min_keep) {
+                                       int64_t min_keep, int64_t stage_min_tokens) {
   if (layer_groups.empty()) return {};
   if (!(stage_min > 0 && stage_min <= 1)) fail("uncomp: stage_min must be in (0, 1], got {}", stage_min);
   const int C = layer_groups.back() + 1;
-  const int64_t n_min = std::min(n, std::max(min_keep, static_cast<int64_t>(std::ceil(stage_min * static_cast<double>(n)))));
+  if (stage_min_tokens < 0) fail("uncomp: stage_min_tokens must be >= 0, got {}", stage_min_tokens);
+  const int64_t floor_rows = stage_min_tokens > 0 ? stage_min_tokens
+                                                  : static_cast<int64_t>(std::ceil(stage_min * static_cast<double>(n)));
+  const int64_t n_min = std::min(n, std::max(min_keep, floor_rows));
   const int64_t step = C > 1 ? (n - n_min) / (C - 1) : 0;
   const std::vector<int64_t> per_group = math::uncomp_stage_tokens(C, n, step, n_min);
   std::vector<int64_t> rows;
@@ -361,7 +364,7 @@ std::unique_ptr<RowSelector> UncompScorer::prefill_rows(const PrefillRows& p) co
     fail("uncomp: layer_groups has {} entries, the model has {} layers", groups.size(), d.n_layer);
   const int64_t protect = std::max<int64_t>({o_.window, p.request->window, p.keep_last});
   const int64_t min_keep = protect + p.request->sinks + 1;
-  auto rows = uncomp_stage_rows(groups, p.n_tokens, o_.stage_min, min_keep);
+  auto rows = uncomp_stage_rows(groups, p.n_tokens, o_.stage_min, min_keep, o_.stage_min_tokens);
   return std::make_unique<UncompRowSelector>(p, std::move(rows), static_cast<int>(protect), o_.stage_queries);
 }
 
@@ -443,12 +446,14 @@ namespace {
 // paper: l = 8 (§3.3.3, A.3), SnapKV's pooling (the paper cites SnapKV's scorer; avg, 5), the last
 // token ranks the pruned rows (§3.3.2 "the attention scores of the last token"), Eq. 11's ladder
 // 640 - 74 g. official: menik1126/UNComp's LongBench runs (run_longbench.py: max pooling, kernel
-// 7), the last 8 queries rank the rows (llama_model.py: attn.sum(heads)[-8:]), its 8 fixed sizes.
+// 7), the last 8 queries rank the rows (llama_model.py: attn.sum(heads)[-8:]), the last stage keeps
+// 1,536 rows (llama_model.py: 1536 + ((max_token - 1536) // 4) (4 - stage)), its 8 fixed sizes.
 std::vector<PressPreset> uncomp_presets() {
   return {{"paper", "the paper's settings (§3.3, A.3)",
            {{"window", "8"}, {"kernel", "5"}, {"pooling", "avg"}, {"stage_queries", "1"}, {"ladder", "paper"}}},
           {"official", "menik1126/UNComp's LongBench runs",
-           {{"window", "8"}, {"kernel", "7"}, {"pooling", "max"}, {"stage_queries", "8"}, {"ladder", "official"}}}};
+           {{"window", "8"}, {"kernel", "7"}, {"pooling", "max"}, {"stage_queries", "8"}, {"stage_min_tokens", "1536"},
+            {"ladder", "official"}}}};
 }
 
 }  // namespace
@@ -470,6 +475,8 @@ void add_uncomp_presses(std::vector<PressInfo>& presses) {
         {"pooling", T::String, "avg", "avg or max pooling of the scores (the official LongBench runs: max)"},
         {"stage_min", T::Float, "0.375", "group-stage: rows the last layer group keeps, fraction of the context "
                                          "(official 1536/4096)", 0.001, 1},
+        {"stage_min_tokens", T::Int, "0", "group-stage: > 0: rows the last layer group keeps, in tokens, instead of "
+                                          "stage_min (the official code's 1536)", 0, 1 << 30},
         {"stage_queries", T::Int, "1", "group-stage: last queries ranking the rows (paper: 1, the last token; "
                                        "official code: 8); <= window", 1, 4096},
         {"layer_groups", T::String, "calibrated",
@@ -489,6 +496,7 @@ void add_uncomp_presses(std::vector<PressInfo>& presses) {
          if (pool != "avg" && pool != "max") fail("uncomp: pooling must be avg or max, got '{}'", pool);
          o.max_pool = pool == "max";
          o.stage_min = p.get_float("stage_min");
+         o.stage_min_tokens = p.get_int("stage_min_tokens");
          o.stage_queries = static_cast<int>(p.get_int("stage_queries"));
          o.layer_groups = uncomp_parse_layer_groups(p.get_str("layer_groups"));
          Press press;

@@ -86,8 +86,10 @@ nlohmann::json uncomp_calibration_data(const std::vector<double>& entropy, int n
 // Eq. 10: rows kept by each layer's stage for a prefill of n tokens: stage 0 keeps n, the last
 // keeps max(ceil(stage_min * n), min_keep), linear in between (the official integer step);
 // never more than n. [n_layer].
+// stage_min_tokens > 0 replaces ceil(stage_min * n) by that many rows (the official code's 1,536; it
+// steps down from max_token, 4,096 or 8,192, where we step from n: equal when n = max_token).
 std::vector<int64_t> uncomp_stage_rows(const std::vector<int>& layer_groups, int64_t n, double stage_min,
-                                       int64_t min_keep);
+                                       int64_t min_keep, int64_t stage_min_tokens = 0);
 
 // Per-head budgets over every (layer, KV head) of the cache (index layer * n_head_kv + kvh):
 //  - keep ratio: total = round(keep * base), base = the slots held (group) or the longest head x
@@ -114,6 +116,7 @@ struct UncompOptions {
   int kernel = 5;          // 1-D pooling of the scores (SnapKV's avg, 5; official LongBench runs: max, 7)
   bool max_pool = false;   // max pooling instead of average
   double stage_min = 0.375;  // rows the last layer group keeps, as a fraction of the context
+  int64_t stage_min_tokens = 0;  // > 0: that many rows instead (official: 1536)
   int stage_queries = 1;   // queries whose attention ranks rows when pruning (paper: the last token)
   std::vector<int> layer_groups;  // group-stage: an explicit layer partition (empty: the calibration's)
 };
