@@ -5,14 +5,17 @@
 //
 //   build/tools/kvshrink make-model --shape smollm2-135m --type q8_0 -o /tmp/smollm2-q8.gguf
 //   KVS_BENCH_UNCOMP=/tmp/smollm2-q8.gguf [KVS_BENCH_CTX=2048,8192] [KVS_BENCH_ROUNDS=3]
-//       [KVS_BENCH_LAYER_GROUPS=4] build/tests/test_slow --gtest_filter='UncompBench.*'
+//       [KVS_BENCH_LAYER_GROUPS=4] [KVS_BENCH_STAGE_MIN_TOKENS=1536] [KVS_BENCH_N_BATCH=512]
+//       build/tests/test_slow --gtest_filter='UncompBench.*'
 //
 // The model's calibration is replaced by a synthetic one in a temporary KVSHRINK_CALIB_DIR (KV
 // heads in round-robin groups; random weights have no meaningful entropy groups), and the layer
 // groups are given explicitly: KVS_BENCH_LAYER_GROUPS equal runs of layers (default 4, the
 // official Llama-2-7B partition has 5 groups). Row counts per group follow Eq. 10 with the default
-// stage_min (0.375): linear from N down to 0.375 N. One chunk (n_batch = the context), as the
-// method needs. Per context length (random tokens), interleaved rounds, medians.
+// stage_min (0.375): linear from N down to 0.375 N, or down to KVS_BENCH_STAGE_MIN_TOKENS rows
+// (the official code's 1,536). n_batch: KVS_BENCH_N_BATCH, default the context (one chunk); the
+// pruned prefill runs layer-major whatever it is. Per context length (random tokens),
+// interleaved rounds, medians.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -59,8 +62,12 @@ TEST(UncompBench, GroupStagePrefillVsFull) {
   d["layer_groups"] = lg;
   save_calibration(*model, "uncomp", d);
   const int rounds = env_ints("KVS_BENCH_ROUNDS", {3})[0];
-  std::printf("model: %s — %s; 2 threads, KV f16; layer groups %s\n\n", model->name.c_str(), hp.summary().c_str(),
-              lg_opt.c_str());
+  const int64_t min_tokens = env_ints("KVS_BENCH_STAGE_MIN_TOKENS", {0})[0];
+  const int n_batch = env_ints("KVS_BENCH_N_BATCH", {0})[0];
+  std::printf("model: %s — %s; 2 threads, KV f16; layer groups %s; last stage %s; n_batch %s\n\n", model->name.c_str(),
+              hp.summary().c_str(), lg_opt.c_str(),
+              min_tokens > 0 ? (std::to_string(min_tokens) + " rows").c_str() : "0.375 of the context",
+              n_batch > 0 ? std::to_string(n_batch).c_str() : "the context");
   std::printf("| context | full prefill s | group-stage prefill s | faster by | rows through the layers (Eq. 10) |\n");
   std::printf("|---:|---:|---:|---:|---:|\n");
   for (int C : env_ints("KVS_BENCH_CTX", {2048, 8192})) {
@@ -68,12 +75,12 @@ TEST(UncompBench, GroupStagePrefillVsFull) {
     EngineParams ep;
     ep.n_threads = 2;
     ep.kv_dtype = DType::F16;
-    ep.n_batch = C;
+    ep.n_batch = n_batch > 0 ? n_batch : C;
     Engine e(*model, ep);
     CompressionSpec full_spec;
     full_spec.press = make_press("full");
     CompressionSpec gs;
-    gs.press = make_press("uncomp", {{"variant", "group-stage"}});
+    gs.press = make_press("uncomp", {{"variant", "group-stage"}, {"stage_min_tokens", std::to_string(min_tokens)}});
     gs.trigger = gs.press.trigger;
     gs.request.keep = 0.25;  // the row counts depend on stage_min only; keep 1 would not prune
     std::vector<double> tf, tg;
@@ -91,7 +98,7 @@ TEST(UncompBench, GroupStagePrefillVsFull) {
     }
     const double f = median(tf), g = median(tg);
     double rows = 0;
-    for (int64_t r : uncomp_stage_rows(lg, C, 0.375, 9)) rows += static_cast<double>(r);
+    for (int64_t r : uncomp_stage_rows(lg, C, 0.375, 9, min_tokens)) rows += static_cast<double>(r);
     std::printf("| %d | %.2f | %.2f | %.0f%% | %.0f%% |\n", C, f, g, 100.0 * (1.0 - g / f),
                 100.0 * rows / (static_cast<double>(C) * hp.n_layer));
     std::fflush(stdout);

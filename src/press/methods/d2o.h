@@ -14,8 +14,8 @@
 //   merging      D2oMerger: each evicted pair's nearest kept pair by key cosine (Eq. 9); an EMA
 //                threshold per (layer, KV head) kept in the sequence's PressState (Eq. 10, β 0.7);
 //                evicted pairs under it are dropped, the others merged into their nearest kept pair
-//                with the weights of Eq. 12 (keys and values alike; a row standing for m tokens
-//                weighs m, merge_mass), or the official code's similarity-weighted scatter-mean
+//                with the weights of Eq. 12 (keys and values alike; merge_mass: a row standing for
+//                m tokens weighs m), or the official code's similarity-weighted scatter-mean
 //                (merge_weights=official). merge=false is the ablation without merging.
 //
 // The numerics are press/math/d2o_math.h (its header lists the choices made where the paper is
@@ -105,7 +105,7 @@ class D2oSelector : public Selector {
 // Eq. 12 counts a row that already stands for m tokens (its cache mass) as m members.
 class D2oMerger : public Merger {
  public:
-  D2oMerger(double beta = 0.7, math::D2oMerge mode = math::D2oMerge::PaperEq12, bool use_mass = true)
+  D2oMerger(double beta = 0.7, math::D2oMerge mode = math::D2oMerge::PaperEq12, bool use_mass = false)
       : beta_(beta), mode_(mode), use_mass_(use_mass) {}
   std::string name() const override { return mode_ == math::D2oMerge::PaperEq12 ? "d2o_merge" : "d2o_merge_official"; }
   void merge(const Scores& scores, const PressEnv& env, CacheEdit& edit) const override;

@@ -298,10 +298,13 @@ int forward_layer_major(const Runtime& rt, Activations& a, KvCache& cache, const
   const int E = hp.n_embd, H = hp.n_head, D = hp.head_dim, L = hp.n_layer;
   KVS_ASSERT(n >= 1 && n_batch >= 1);
   const bool keep_pre = hooks.observer && hooks.observer->needs_pre_rope();
-  // The whole prefill's residual stream, positions and input rows: X [n][E], P [n], R [n].
-  std::vector<float> X(static_cast<size_t>(n) * E);
+  // The whole prefill's residual stream, positions, input rows and RoPE rows: X [n][E], P [n],
+  // R [n], RC [n][rope_dim].
+  const int RD = hp.rope_dim;
+  std::vector<float> X(static_cast<size_t>(n) * E), RC(static_cast<size_t>(n) * RD);
   std::vector<int32_t> P(pos, pos + n), R(static_cast<size_t>(n));
   for (int t = 0; t < n; ++t) R[static_cast<size_t>(t)] = t;
+  rope_table(model, P.data(), n, RC.data());
   for_rows(rt.pool, n, [&](int t) {
     kernels::dequantize_row(model.tok_embd.type, model.tok_embd.row(tokens[t]), X.data() + static_cast<size_t>(t) * E, E);
   });
@@ -321,6 +324,7 @@ int forward_layer_major(const Runtime& rt, Activations& a, KvCache& cache, const
           KVS_ASSERT(src < static_cast<size_t>(n) && (i == 0 || keep[static_cast<size_t>(i)] > keep[static_cast<size_t>(i - 1)]));
           if (src == static_cast<size_t>(i)) continue;
           std::memmove(X.data() + static_cast<size_t>(i) * E, X.data() + src * E, sizeof(float) * E);
+          std::memmove(RC.data() + static_cast<size_t>(i) * RD, RC.data() + src * RD, sizeof(float) * RD);
           P[static_cast<size_t>(i)] = P[src];
           R[static_cast<size_t>(i)] = R[src];
         }
@@ -337,7 +341,7 @@ int forward_layer_major(const Runtime& rt, Activations& a, KvCache& cache, const
       std::memcpy(a.x.data(), X.data() + static_cast<size_t>(b) * E, sizeof(float) * static_cast<size_t>(nb) * E);
       a.pos.assign(P.begin() + b, P.begin() + b + nb);
       a.row.assign(R.begin() + b, R.begin() + b + nb);
-      rope_table(model, a.pos.data(), nb, a.rope.data());
+      std::memcpy(a.rope.data(), RC.data() + static_cast<size_t>(b) * RD, sizeof(float) * static_cast<size_t>(nb) * RD);
       Segment seg{&cache, 0, nb, hooks.observer};
       attention_block(rt, a, std::span<Segment>(&seg, 1), il, nb, keep_pre);
       if (last_layer && mode == LogitsRows::None) continue;
