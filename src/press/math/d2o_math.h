@@ -11,10 +11,10 @@
 //    unbiased (n - 1), which we follow by default. The official code then min-max normalises the
 //    head variances WITHIN each layer, (v - min) / (max - min + 1e-6), and averages those
 //    (D2oDensity::OfficialMinMax): every layer's F then lies in [0, 1], so softmax(-F) stays mild.
-//    With raw variances (Paper) F can be large (a sink column sum is ~L/2) and softmax(-F) puts
-//    nearly all of the budget on the lowest-variance layer, where the cap stops it; the excess is
-//    then redistributed (below). The official code instead clamps each ratio to [0.01, 1] and
-//    redistributes nothing.
+//    With raw variances (Paper) F spans a few units (v7s1 testbed, 1,728 tokens: 0.96 to 3.36) and
+//    softmax(-F) moves the budget strongly (there: per-head targets 706, 64, 336, 622 for a
+//    uniform 432); a layer capped at what it holds passes the excess to the others (below). The
+//    official code instead clamps each ratio to [0.01, 1] and redistributes nothing.
 //  - Budgets S_l = α_l S must be integers: the total round(L ρ S) is split in proportion to α with
 //    largest-remainder rounding, each layer capped at its length (default S), the excess
 //    redistributed in proportion to α (press/math/apportion.h). Sum exact unless every layer is full.

@@ -17,10 +17,10 @@
 //    writes that state through env.state directly (compress() hands the merger, not the
 //    allocator, the transactional copy): if the edit is then refused, the state keeps F, which is
 //    what a retry would compute from the same prompt statistics.
-//  - With the paper's raw variances (density=paper) F is large (a sink column sums to ~L/2) and
-//    softmax(-F) is nearly one-hot: one layer's S_l is almost L S and the others shrink to their
-//    protected tokens. That is Eq. 5 as written; the official code's min-max density keeps F in
-//    [0, 1] (density=minmax, preset=official).
+//  - With the paper's raw variances (density=paper) F spans a few units (v7s1: 0.96 to 3.36) and
+//    softmax(-F) moves the budget strongly (per-head targets 706, 64, 336, 622 for a uniform
+//    432 at keep 0.25 of 1,728 tokens). That is Eq. 5 as written; the official code's min-max
+//    density keeps F in [0, 1] (density=minmax, preset=official).
 //  - Budgets are tokens per KV head: every head of layer l weighs softmax(-F)_l, so the heads of a
 //    layer get equal budgets (up to one token of rounding), the paper's S_l. Protected tokens
 //    (sinks, the request's window) always fit, as in every fixed allocator here.
