@@ -141,8 +141,16 @@ std::vector<int64_t> ne_of(const TensorView& t) { return std::vector<int64_t>(t.
 
 }  // namespace
 
-void export_gguf(const Model& m, const std::string& path, DType type) {
-  if (!kernels::dtype_computable(type)) fail("cannot write weights as {}", dtype_name(type));
+namespace {
+
+// Writes the GGUF with each 2-D weight in type_of(name, weight) (all chosen before any is converted).
+template <typename TypeOf>
+void write_gguf(const Model& m, const std::string& path, TypeOf type_of) {
+  std::vector<DType> types;
+  const std::vector<NamedWeight> ws = weight_list(m);
+  for (const NamedWeight& nw : ws) types.push_back(nw.matrix ? type_of(nw.gguf, *nw.t) : DType::F32);
+  for (DType t : types)
+    if (!kernels::dtype_computable(t)) fail("cannot write weights as {}", dtype_name(t));
   check_output_file(path, "GGUF output");  // before the weights are converted
   GgufWriter w;
   write_hparams_gguf(w, m.hp, m.name);
@@ -150,19 +158,32 @@ void export_gguf(const Model& m, const std::string& path, DType type) {
   // GGUF llama expects interleaved-pair Q/K rows.
   const bool permute = m.hp.arch == Arch::Llama && m.hp.rope_style == kernels::RopeStyle::RotateHalf;
   add_rope_freqs_gguf(w, m.hp, m.rope_inv_freq);
-  for (const NamedWeight& nw : weight_list(m)) {
+  for (size_t i = 0; i < ws.size(); ++i) {
+    const NamedWeight& nw = ws[i];
     const TensorView& t = *nw.t;
     if (!nw.matrix) {
       std::vector<uint8_t> b = convert_rows(t, DType::F32);
       w.add_tensor(nw.gguf, DType::F32, ne_of(t), std::move(b));
       continue;
     }
-    const DType st = storage_type_for(type, t.cols());
+    const DType st = types[i];
     std::vector<uint8_t> b = convert_rows(t, st);
     if (permute && nw.qk_heads > 0) b = permute_qk_rows(view_of(t, st, b), nw.qk_heads, true);
     w.add_tensor(nw.gguf, st, ne_of(t), std::move(b));
   }
   w.write(path);
+}
+
+}  // namespace
+
+void export_gguf(const Model& m, const std::string& path, DType type) {
+  if (!kernels::dtype_computable(type)) fail("cannot write weights as {}", dtype_name(type));
+  write_gguf(m, path, [&](const std::string&, const TensorView& t) { return storage_type_for(type, t.cols()); });
+}
+
+void export_gguf(const Model& m, const std::string& path, const QuantPreset& preset) {
+  const QuantMixModel mm = quant_mix_model(m.hp);
+  write_gguf(m, path, [&](const std::string& name, const TensorView& t) { return quant_mix_type(preset, mm, name, t.cols()); });
 }
 
 std::string sentencepiece_model_proto(const VocabSpec& v) {

@@ -9,6 +9,7 @@
 #include "core/dtype.h"
 #include "core/tensor_view.h"
 #include "model/hparams.h"
+#include "model/quant_mix.h"
 #include "model/tokenizer/tokenizer.h"
 
 namespace kvs {
@@ -41,6 +42,10 @@ DType storage_type_for(DType want, int64_t cols);
 
 // Writes `m` as a GGUF file with 2-D weights in `type` (norms and biases stay f32).
 void export_gguf(const Model& m, const std::string& path, DType type);
+// Writes `m` as a GGUF file with each 2-D weight in the type llama.cpp's `llama-quantize` gives
+// it for `preset` (model/quant_mix.h); norms and biases stay f32. Throws kvs::Error before
+// writing anything where llama-quantize refuses the model.
+void export_gguf(const Model& m, const std::string& path, const QuantPreset& preset);
 // Writes `m` as a HF directory; type must be f32, f16 or bf16. The folder is staged beside `dir`
 // and swapped in whole (core/atomic_output.h): an existing `dir` must be empty or hold an earlier
 // output (config.json), and is replaced entirely; on failure it is left as it was. Files:

@@ -19,6 +19,7 @@
 #include "model/synthetic_vocab.h"
 #include "model/tokenizer/hf_export.h"
 #include "runtime/engine.h"
+#include "cli_shell.h"
 #include "test_util.h"
 
 namespace kvs {
@@ -188,6 +189,43 @@ TEST(ModelConvert, ConcurrentWritersOfOneGgufLeaveALoadableModel) {
   const uint64_t fa = Model::load(dir / "qa.gguf")->fingerprint, fb = Model::load(dir / "qb.gguf")->fingerprint;
   EXPECT_TRUE(m->fingerprint == fa || m->fingerprint == fb);
   EXPECT_EQ(temporaries_in(dir.str()), 0u);
+}
+
+// `kvshrink convert --preset` / `--type q4_k_m`: llama-quantize's mix (model/quant_mix.h; the
+// rules are tested in tests/model/quant_mix_test.cpp) and the file loads; presets that need an
+// importance matrix, unknown names and HF outputs are refused with a message naming them.
+TEST(ModelConvert, CliWritesLlamaQuantizePresets) {
+  test::TempDir dir("convert_preset");
+  const std::string src = std::string(KVS_SOURCE_DIR) + "/testbed/models/v7s1/model-f16.gguf";
+  std::string out;
+  ASSERT_EQ(test::kvshrink_shell("convert -m '" + src + "' -o '" + (dir / "a.gguf") + "' --type q4_k_m", out), 0) << out;
+  EXPECT_NE(out.find("preset Q4_K_M"), std::string::npos) << out;
+  ASSERT_EQ(test::kvshrink_shell("convert -m '" + src + "' -o '" + (dir / "b.gguf") + "' --preset Q3_K_M", out), 0) << out;
+  auto a = GgufFile::open(dir / "a.gguf");
+  EXPECT_EQ(a->tensor("blk.2.attn_v.weight")->type, DType::Q6_K);   // use_more_bits(2, 4)
+  EXPECT_EQ(a->tensor("blk.1.attn_v.weight")->type, DType::Q4_K);
+  EXPECT_EQ(a->tensor("token_embd.weight")->type, DType::Q6_K);     // tied: the output rule
+  auto b = GgufFile::open(dir / "b.gguf");
+  EXPECT_EQ(b->tensor("blk.1.attn_v.weight")->type, DType::Q5_K);   // Q3_K_M: Q5_K in layers 0-1
+  EXPECT_EQ(b->tensor("blk.2.attn_v.weight")->type, DType::Q4_K);
+  EXPECT_EQ(b->tensor("blk.2.attn_output.weight")->type, DType::Q4_K);
+  EXPECT_EQ(b->tensor("blk.2.attn_q.weight")->type, DType::Q3_K);
+  // --type with a plain type name keeps every weight in it (no mix).
+  ASSERT_EQ(test::kvshrink_shell("convert -m '" + src + "' -o '" + (dir / "c.gguf") + "' --type q4_k", out), 0) << out;
+  EXPECT_EQ(GgufFile::open(dir / "c.gguf")->tensor("token_embd.weight")->type, DType::Q4_K);
+  // The preset file loads.
+  auto m = Model::load(dir / "a.gguf");
+  EXPECT_EQ(m->hp.n_layer, 4);
+  for (const auto& [args, msg] : std::vector<std::pair<std::string, std::string>>{
+           {"--preset q2_k_s", "needs an importance matrix"},
+           {"--preset q7_k", "is not a llama-quantize preset"},
+           {"--type q4_k_x", "neither a tensor type nor a llama-quantize preset"},
+           {"--type q4_0 --preset q4_0", "not both"}}) {
+    EXPECT_NE(test::kvshrink_shell("convert -m '" + src + "' -o '" + (dir / "d.gguf") + "' " + args, out), 0) << args;
+    EXPECT_NE(out.find(msg), std::string::npos) << args << ": " << out;
+  }
+  EXPECT_NE(test::kvshrink_shell("convert -m '" + src + "' -o '" + (dir / "hf") + "' --preset q4_k_m", out), 0);
+  EXPECT_NE(out.find("writes GGUF files"), std::string::npos) << out;
 }
 
 }  // namespace kvs
