@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cmath>
 
 #include "core/error.h"
 #include "eval/haystack.h"
@@ -167,9 +169,23 @@ TEST(EvalTasks, NeedlesAreInTheContextAtTheirDepth) {
     ASSERT_NE(p, std::string::npos);
     EXPECT_EQ(s.context.find(v), s.context.rfind(v)) << "the value occurs once";
     EXPECT_NE(s.context.find(v, p), std::string::npos);
-    const double at = static_cast<double>(p) / s.context.size();
-    EXPECT_NEAR(at, spec.depth, 0.2);  // the header shifts depth 0 a little
-    EXPECT_NE(s.questions[0].query.find(s.meta["keys"][0].get<std::string>()), std::string::npos);
+    // Exact depth: without the needle, the haystack after the header line; the needle sits at the
+    // sentence boundary (after . ! ? followed by whitespace, or either end) nearest depth x its size.
+    const std::string key = s.meta["keys"][0].get<std::string>();
+    const std::string needle = " One of the special magic numbers for " + key + " is: " + v + ".";
+    ASSERT_EQ(s.context.compare(p, needle.size(), needle), 0);
+    const size_t h = s.context.find('\n') + 1;  // the header line
+    ASSERT_LE(h, p);
+    const std::string hay = s.context.substr(h, p - h) + s.context.substr(p + needle.size());
+    const double target = spec.depth * static_cast<double>(hay.size());
+    double best = std::fabs(target);  // offset 0 is a boundary
+    for (size_t i = 1; i <= hay.size(); ++i) {
+      const bool boundary = i == hay.size() || ((hay[i - 1] == '.' || hay[i - 1] == '!' || hay[i - 1] == '?') &&
+                                                std::isspace(static_cast<unsigned char>(hay[i])));
+      if (boundary) best = std::min(best, std::fabs(static_cast<double>(i) - target));
+    }
+    EXPECT_EQ(std::fabs(static_cast<double>(p - h) - target), best) << "needle at " << (p - h) << " of " << hay.size();
+    EXPECT_NE(s.questions[0].query.find(key), std::string::npos);
   }
   // multi-needle: 4 keys, each asked once, all values present
   const Task& m = find_task("niah_multi");
