@@ -71,9 +71,15 @@ void run_bench(BenchOptions o) {
   fmt::print("model: {} — {}\nweights: {}; kv type {}; kernels {}, OpenBLAS {}; weights in huge pages: {}\n",
              model->name, model->hp.summary(), format_bytes(model->weight_bytes()), o.eng.kv_type,
              kernels::active_kernels().name, kernels::blas_core_name(), format_bytes(huge));
-  if (pressed)
-    fmt::print("decode contexts compressed after prefill: press {}, keep {} (no eviction during the timed steps)\n",
-               spec.press.name, spec.request.describe());
+  if (pressed) {
+    // What the press was built with: its allocator, the options given, the protected tokens.
+    std::string opts;
+    for (const std::string& kv : o.press.opts) opts += " " + kv;
+    fmt::print("decode contexts compressed after prefill: press {}, keep {} (no eviction during the timed steps)\n"
+               "press built: allocator {}, sinks {}, window {}, options:{}\n",
+               spec.press.name, spec.request.describe(), spec.press.allocator ? spec.press.allocator->name() : "none",
+               spec.request.sinks, spec.request.window, opts.empty() ? " (defaults)" : opts);
+  }
   fmt::print("\n| threads | test | tokens/s | ms/token | kv held |{}\n|---:|---|---:|---:|---:|{}\n",
              pressed ? " kv kept |" : "", pressed ? "---:|" : "");
   const int V = model->hp.n_vocab;

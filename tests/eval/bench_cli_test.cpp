@@ -93,9 +93,8 @@ TEST_F(BenchCli, PressAndKeepShrinkTheDecodeContext) {
     const long long held = bytes_of(cells[4]);
     EXPECT_GT(held, 0);
     EXPECT_LT(held, full_held / 3) << "kv held with " << press << " keep 0.1: " << cells[4] << ", full: " << full_row[4];
-    const double kept = std::stod(cells[5]);
-    EXPECT_GT(kept, 0.05);
-    EXPECT_LT(kept, 0.2);
+    // Exactly round(0.1 x 512) = 51 of the 512 context slots per head (uniform allocators).
+    EXPECT_EQ(cells[5], "0.100") << r.out;  // 51 / 512 = 0.0996
     // ctx 0: nothing to compress, the row runs on an empty cache as before.
     const auto zero = row(r.out, "decode tg4 @ ctx 0");
     ASSERT_EQ(zero.size(), 6u) << r.out;
@@ -105,6 +104,10 @@ TEST_F(BenchCli, PressAndKeepShrinkTheDecodeContext) {
   auto w = bench({"--press", "snapkv", "--keep", "0.25", "--window", "8", "--opt", "allocator=pyramid"}, d.str(), "opts");
   ASSERT_EQ(w.exit_code, 0) << w.err;
   EXPECT_NE(w.out.find("press snapkv, keep 0.25"), std::string::npos) << w.out;
+  EXPECT_NE(w.out.find("press built: allocator pyramid, sinks 0, window 8, options: allocator=pyramid"), std::string::npos)
+      << w.out;
+  // The pyramid allocator shapes the layers' budgets but keeps the total: 0.25 of the slots.
+  EXPECT_EQ(row(w.out, "decode tg4 @ ctx 512").at(5), "0.250") << w.out;
   // --kv-type f32 doubles the full cache's bytes.
   auto f32 = bench({"--kv-type", "f32"}, d.str(), "f32");
   ASSERT_EQ(f32.exit_code, 0) << f32.err;
