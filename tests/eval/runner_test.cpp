@@ -3,6 +3,7 @@
 // cut by a kill is redone, a different configuration is refused, and the report renders.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 
@@ -14,6 +15,11 @@
 namespace kvs::eval {
 namespace {
 using nlohmann::json;
+
+std::string lower_ascii(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
 
 EvalOptions tiny_grid(const std::string& out) {
   EvalOptions o;
@@ -95,14 +101,29 @@ TEST(EvalRunner, TinyGridWritesResumesAndReports) {
       EXPECT_EQ(r["measured_keep"].get<double>(), 1.0);
     }
     if (r["metric"] == "nll") {
-      EXPECT_EQ(r["nll"].size(), 127u);
-      EXPECT_GT(r["score"].get<double>(), 0.0);
+      // The line's score is the mean of its per-token NLLs (recomputed here).
+      ASSERT_EQ(r["nll"].size(), 127u);
+      double m = 0;
+      for (const auto& x : r["nll"]) m += x.get<double>() / 127.0;
+      EXPECT_NEAR(r["score"].get<double>(), m, 1e-4);
+      EXPECT_GT(m, 0.0);
     } else {
-      const double sc = r["score"];
-      EXPECT_GE(sc, 0.0);
-      EXPECT_LE(sc, 1.0);
-      EXPECT_EQ(r["answers"].size(), r["references"].size());
-      EXPECT_EQ(r["answers"].size(), r["scores"].size());
+      // One answer per question, aligned with its references; the line's score is the mean of the
+      // per-question scores, each recomputed here for the string-match metrics.
+      ASSERT_EQ(r["answers"].size(), r["references"].size());
+      ASSERT_EQ(r["answers"].size(), r["scores"].size());
+      ASSERT_EQ(r["answers"].size(), r["questions"].size());
+      double mean = 0;
+      for (size_t i = 0; i < r["scores"].size(); ++i) {
+        mean += r["scores"][i].get<double>() / static_cast<double>(r["scores"].size());
+        if (r["metric"] == "string_match_all") {
+          const std::string a = lower_ascii(r["answers"][i].get<std::string>());
+          double hit = 0;
+          for (const auto& ref : r["references"][i]) hit += a.find(lower_ascii(ref.get<std::string>())) != std::string::npos;
+          EXPECT_DOUBLE_EQ(r["scores"][i].get<double>(), hit / static_cast<double>(r["references"][i].size())) << i;
+        }
+      }
+      EXPECT_NEAR(r["score"].get<double>(), mean, 1e-9);
     }
   }
 
@@ -136,6 +157,31 @@ TEST(EvalRunner, TinyGridWritesResumesAndReports) {
     for (const char* t : {"### niah", "### ruler_vt", "### squad_multi", "### ppl_wikitext2", "## Memory", "## Time"})
       EXPECT_NE(md.find(t), std::string::npos) << t;
   }
+}
+
+// A known case: v7s1 at full cache retrieves the needle, so the line holds the reference in its
+// answer, a per-question score of 1 and a line score of 1; a press that evicts it (StreamingLLM
+// at keep 0.1 keeps the first and last tokens only; the needle is at 50%) scores 0 on the same
+// sample with the references unchanged.
+TEST(EvalRunner, KnownAnswerLines) {
+  test::TempDir d("eval_runner_known");
+  EvalOptions o = tiny_grid(d.str());
+  o.tasks = {"niah"};
+  o.presses = {parse_press_entry("full"), parse_press_entry("streaming_llm")};
+  o.keeps = {0.1};
+  auto model = Model::load(std::string(KVS_SOURCE_DIR) + "/testbed/models/v7s1/model-f16.gguf");
+  const auto s = run_eval(o, *model, two_threads());
+  ASSERT_EQ(s.ran, 2u);
+  json full, streaming;
+  for (const auto& r : read_lines(s.results_path)) (r["press"] == "full" ? full : streaming) = r;
+  const std::string ref = full["references"][0][0].get<std::string>();
+  EXPECT_EQ(ref.size(), 7u);  // a 7-digit value
+  EXPECT_NE(full["answers"][0].get<std::string>().find(ref), std::string::npos) << full["answers"][0];
+  EXPECT_EQ(full["scores"][0].get<double>(), 1.0);
+  EXPECT_EQ(full["score"].get<double>(), 1.0);
+  EXPECT_EQ(streaming["references"], full["references"]);
+  EXPECT_EQ(streaming["answers"][0].get<std::string>().find(ref), std::string::npos) << streaming["answers"][0];
+  EXPECT_EQ(streaming["score"].get<double>(), 0.0);
 }
 
 TEST(EvalRunner, QueryAwareLines) {
