@@ -162,6 +162,25 @@ def test_press_options_and_scores(model, context_text):
     with_opts = model.compress(context_text, press="snapkv", keep=0.25, question_template=TEMPLATE, **opts)
     np.testing.assert_array_equal(with_opts.kept_positions(0, 0), direct.kept_positions(0, 0))
     assert with_opts.options["options"] == opts
+    # Non-default options take effect. An observation window of 8 (default 64) ranks from other
+    # queries, so other positions are kept, and it keeps its own 8 trailing tokens in every head.
+    n = ctx.context_tokens
+    small = model.compress(context_text, press="snapkv", keep=0.25, question_template=TEMPLATE, window_size=8,
+                           pooling="max")
+    assert small.options["options"] == {"window_size": "8", "pooling": "max"}
+    heads = [(layer, head) for layer in range(4) for head in range(4)]
+    assert any(not np.array_equal(small.kept_positions(l, h), direct.kept_positions(l, h)) for l, h in heads)
+    for l, h in heads:
+        assert set(range(n - 8, n)) <= set(small.kept_positions(l, h).tolist())
+    # sinks= and window= protect the first and last tokens of every head (KeyDiff protects none
+    # by default, and drops some of them without).
+    prot = model.compress(context_text, press="keydiff", keep=0.25, question_template=TEMPLATE, sinks=5, window=16)
+    assert prot.options["sinks"] == 5 and prot.options["window"] == 16
+    protected = set(range(5)) | set(range(n - 16, n))
+    for l, h in heads:
+        assert protected <= set(prot.kept_positions(l, h).tolist())
+    plain = model.compress(context_text, press="keydiff", keep=0.25, question_template=TEMPLATE)
+    assert any(not protected <= set(plain.kept_positions(l, h).tolist()) for l, h in heads)
 
 
 def test_errors_carry_the_engine_message(model, tmp):
