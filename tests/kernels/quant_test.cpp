@@ -216,6 +216,76 @@ TEST_P(QuantPaths, ActivationQ8_KIsBitExact) {
   }
 }
 
+// Hand-computed blocks (issue 29 item 1): the activation quantisers of every path against values
+// worked out here, not against the scalar quantisers they are otherwise compared with. Block
+// amax 63.5 -> d = 63.5 / 127 = 0.5 exactly (fp16 0x3800), 1 / d = 2: x * 2 rounded; activations
+// round ties to EVEN (vcvtps2dq), the weight quantiser quantize_row_q8_0 ties AWAY from zero
+// (ggml's roundf).
+TEST_P(QuantPaths, ActivationQ8_0HandComputed) {
+  std::vector<float> x(64, 0.0f);
+  const float in[] = {63.5f, 0.25f, 0.75f, -0.25f, 1.25f, -63.5f, 10.1f, -0.75f};
+  std::copy(std::begin(in), std::end(in), x.begin());
+  // second block: all zero -> d = 0, every q 0
+  std::vector<uint8_t> act(act_q8_0_bytes(64), 0xAA);
+  k().quant_act_q8_0(x.data(), act.data(), 64);
+  const auto* b = reinterpret_cast<const block_q8_0*>(act.data());
+  EXPECT_EQ(b[0].d, 0x3800);  // 0.5
+  const int want[] = {127, 0, 2, 0, 2, -127, 20, -2};  // 0.5 -> 0, 1.5 -> 2, -0.5 -> 0, 2.5 -> 2, 20.2 -> 20
+  for (int j = 0; j < 8; ++j) EXPECT_EQ(b[0].qs[j], want[j]) << j;
+  for (int j = 8; j < 32; ++j) EXPECT_EQ(b[0].qs[j], 0) << j;
+  EXPECT_EQ(b[1].d, 0);
+  for (int j = 0; j < 32; ++j) EXPECT_EQ(b[1].qs[j], 0) << j;
+  EXPECT_EQ(act_q8_0_scales(act.data(), 64)[0], 0.5f);
+  EXPECT_EQ(act_q8_0_scales(act.data(), 64)[1], 0.0f);
+  // The weight quantiser: ties away from zero.
+  block_q8_0 w[2];
+  quantize_row_q8_0(x.data(), w, 64);
+  EXPECT_EQ(w[0].d, 0x3800);
+  const int want_w[] = {127, 1, 2, -1, 3, -127, 20, -2};
+  for (int j = 0; j < 8; ++j) EXPECT_EQ(w[0].qs[j], want_w[j]) << j;
+}
+
+// Q8_K: amax 127 -> scale 127 / 127 = 1, d = 1 (a float), ties to even, bsums the sums of each
+// 16-element group (worked out here); an all-zero super-block is all zeros.
+TEST_P(QuantPaths, ActivationQ8_KHandComputed) {
+  std::vector<float> x(512, 0.0f);
+  x[0] = 127.0f;
+  x[1] = 2.5f;    // -> 2
+  x[2] = 3.5f;    // -> 4
+  x[3] = -2.5f;   // -> -2
+  x[4] = -0.4f;   // -> 0
+  x[16] = -127.0f;
+  x[17] = 0.6f;   // -> 1
+  x[255] = 5.5f;  // -> 6 (the last group)
+  std::vector<block_q8_K> a(2);
+  k().quant_act_q8_K(x.data(), a.data(), 512);
+  EXPECT_EQ(a[0].d, 1.0f);
+  const int want[] = {127, 2, 4, -2, 0};
+  for (int j = 0; j < 5; ++j) EXPECT_EQ(a[0].qs[j], want[j]) << j;
+  EXPECT_EQ(a[0].qs[16], -127);
+  EXPECT_EQ(a[0].qs[17], 1);
+  EXPECT_EQ(a[0].qs[255], 6);
+  EXPECT_EQ(a[0].bsums[0], 127 + 2 + 4 - 2);
+  EXPECT_EQ(a[0].bsums[1], -127 + 1);
+  for (int g = 2; g < 15; ++g) EXPECT_EQ(a[0].bsums[g], 0) << g;
+  EXPECT_EQ(a[0].bsums[15], 6);
+  EXPECT_EQ(a[1].d, 0.0f);
+  for (int j = 0; j < 256; ++j) ASSERT_EQ(a[1].qs[j], 0);
+  for (int g = 0; g < 16; ++g) EXPECT_EQ(a[1].bsums[g], 0);
+  // A non-trivial scale: amax 254 -> d = 2, x = 5 -> 2.5 -> 2 (even), x = 7 -> 3.5 -> 4.
+  std::vector<float> y(256, 0.0f);
+  y[0] = -254.0f;
+  y[1] = 5.0f;
+  y[2] = 7.0f;
+  block_q8_K c;
+  k().quant_act_q8_K(y.data(), &c, 256);
+  EXPECT_EQ(c.d, 2.0f);
+  EXPECT_EQ(c.qs[0], -127);
+  EXPECT_EQ(c.qs[1], 2);
+  EXPECT_EQ(c.qs[2], 4);
+  EXPECT_EQ(c.bsums[0], -127 + 2 + 4);
+}
+
 TEST_P(QuantPaths, F16ConversionsMatchScalar) {
   auto x = test::randn(1001, 5, 100.0f);
   x[3] = 65520.0f;   // rounds to inf
