@@ -6,7 +6,7 @@
 //   build/tools/kvshrink make-model --shape smollm2-135m --type q8_0 -o /tmp/smollm2-q8.gguf
 //   KVS_BENCH_UNCOMP=/tmp/smollm2-q8.gguf [KVS_BENCH_CTX=2048,8192] [KVS_BENCH_ROUNDS=3]
 //       [KVS_BENCH_LAYER_GROUPS=4] [KVS_BENCH_STAGE_MIN_TOKENS=1536] [KVS_BENCH_N_BATCH=512]
-//       build/tests/test_slow --gtest_filter='UncompBench.*'
+//       build/benches/kvs_method_bench --gtest_filter='UncompBench.*'
 //
 // The model's calibration is replaced by a synthetic one in a temporary KVSHRINK_CALIB_DIR (KV
 // heads in round-robin groups; random weights have no meaningful entropy groups), and the layer

@@ -1,4 +1,4 @@
-// Helpers shared by the slow-labelled method benchmarks (tests/slow/*_bench_test.cpp).
+// Helpers shared by the method benchmarks (benches/methods/*_bench.cpp).
 #pragma once
 #include <algorithm>
 #include <cstdint>

@@ -4,7 +4,7 @@
 //
 //   build/tools/kvshrink make-model --shape smollm2-135m --type q8_0 -o /tmp/smollm2-q8.gguf
 //   KVS_BENCH_D2O_GVOTE=/tmp/smollm2-q8.gguf [KVS_BENCH_CTX=2048,8192] [KVS_BENCH_STEPS=32]
-//       build/tests/test_slow --gtest_filter='D2oGvoteBench.*'
+//       build/benches/kvs_method_bench --gtest_filter='D2oGvoteBench.*'
 //
 // Decode: the context (random tokens) is prefilled once per statistics request; each method then
 // runs on a fork: one token forward (with the statistics its press collects), then — for the

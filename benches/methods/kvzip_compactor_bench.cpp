@@ -5,7 +5,7 @@
 //
 //   build/tools/kvshrink make-model --shape smollm2-135m --type q8_0 -o /tmp/smollm2-q8.gguf
 //   KVS_BENCH_KVZIP_COMPACTOR=/tmp/smollm2-q8.gguf [KVS_BENCH_CTX=2048,8192] [KVS_BENCH_ROUNDS=3]
-//       build/tests/test_slow --gtest_filter='KvzipCompactorBench.*'
+//       build/benches/kvs_method_bench --gtest_filter='KvzipCompactorBench.*'
 //
 // KVS_BENCH_THREADS=1 runs one thread (default 2); KVS_BENCH_KVZIP_ONLY=1 skips Compactor and
 // SnapKV. Besides wall seconds it prints the process CPU seconds of the prefill and of KVzip's
