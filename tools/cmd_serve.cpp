@@ -25,6 +25,8 @@ struct ServeCliOptions {
   std::string api_key, api_key_env = "KVSHRINK_API_KEY";
   std::string max_kv_bytes = "0";
   std::string contexts_dir, model_id;
+  double contexts_resident_mib = 0, contexts_disk_mib = 0;
+  int64_t contexts_ttl_s = 0;
   server::SchedulerOptions sched;
   server::RequestLimits limits;
   int ctx_size = 0;
@@ -104,6 +106,9 @@ void run_serve(ServeCliOptions o) {
   so.engine.kv_max_bytes = cap;
   so.scheduler = o.sched;
   so.contexts_dir = o.contexts_dir;
+  so.contexts.resident_bytes = static_cast<size_t>(o.contexts_resident_mib * 1048576.0);
+  so.contexts.disk_bytes = static_cast<size_t>(o.contexts_disk_mib * 1048576.0);
+  so.contexts.ttl_s = o.contexts_ttl_s;
   so.http.host = o.host;
   so.http.port = o.port;
   so.http.api_key = o.api_key;
@@ -165,6 +170,17 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--step-delay-ms", o->sched.step_delay_ms, "pause after every batched step (tests, demos)")
       ->capture_default_str();
   cmd->add_option("--contexts-dir", o->contexts_dir, "persist compressed contexts as .kvc files here (reloaded at start)");
+  cmd->add_option("--contexts-resident-mib", o->contexts_resident_mib,
+                  "KV MiB the stored contexts may hold in memory (0: no limit); past it the least recently used are "
+                  "dropped from memory and loaded back from --contexts-dir when used (without a directory: deleted)")
+      ->check(CLI::Range(0.0, 1e9));
+  cmd->add_option("--contexts-ttl", o->contexts_ttl_s,
+                  "seconds a stored context may go unused before it is deleted (0: never)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  cmd->add_option("--contexts-disk-mib", o->contexts_disk_mib,
+                  "MiB the .kvc files of --contexts-dir may take (0: no limit); the least recently used are deleted "
+                  "to make room, a context larger than the quota is refused (507)")
+      ->check(CLI::Range(0.0, 1e9));
   cmd->add_option("--ctx-size", o->ctx_size, "positions a sequence may reach (default: the model's training context)");
   cmd->add_option("--max-prompt-tokens", o->limits.max_prompt_tokens, "tokens of one prompt or context at most")
       ->capture_default_str();

@@ -1,5 +1,8 @@
 #include "server/context_store.h"
 
+#include <algorithm>
+#include <ctime>
+
 #include "core/error.h"
 
 namespace kvs::server {
@@ -19,31 +22,140 @@ nlohmann::json ContextInfo::to_json(const std::string& model) const {
   j["keep_chosen"] = keep_chosen ? nlohmann::json(*keep_chosen) : nlohmann::json(nullptr);
   j["kv_compression"] = compression;
   j["persisted"] = persisted;
+  j["resident"] = resident;
   return j;
 }
 
+int64_t MemoryContextStore::now_s() { return static_cast<int64_t>(std::time(nullptr)); }
+
+void MemoryContextStore::touch(Entry& e) {
+  e.last_used = now_s();
+  e.use_seq = ++use_seq_;
+}
+
 void MemoryContextStore::put(std::shared_ptr<ServedContext> c) {
-  if (map_.count(c->info.id)) fail("context '{}' exists already", c->info.id);
-  map_[c->info.id] = std::move(c);
+  if (entries_.count(c->info.id)) fail("context '{}' exists already", c->info.id);
+  Entry e;
+  e.info = c->info;
+  e.ctx = std::move(c);
+  touch(e);
+  const std::string id = e.info.id;
+  entries_[id] = std::move(e);
+  enforce_resident(id);
 }
 
-std::shared_ptr<ServedContext> MemoryContextStore::get(const std::string& id) const {
-  const auto it = map_.find(id);
-  return it == map_.end() ? nullptr : it->second;
+std::shared_ptr<ServedContext> MemoryContextStore::get(const std::string& id) {
+  const auto it = entries_.find(id);
+  if (it == entries_.end()) return nullptr;
+  Entry& e = it->second;
+  if (!e.ctx) {
+    e.ctx = reload(id);  // throws kvs::Error naming the file if it cannot be loaded
+    if (!e.ctx) return nullptr;
+    e.ctx->info.persisted = true;
+    ++counters_.reloads;
+  }
+  touch(e);
+  enforce_resident(id);
+  return e.ctx;
 }
 
-bool MemoryContextStore::remove(const std::string& id) { return map_.erase(id) > 0; }
+void MemoryContextStore::erase(const std::string& id) {
+  delete_file(id);
+  entries_.erase(id);
+}
+
+bool MemoryContextStore::remove(const std::string& id) {
+  if (!entries_.count(id)) return false;
+  erase(id);
+  return true;
+}
 
 std::vector<ContextInfo> MemoryContextStore::list() const {
   std::vector<ContextInfo> out;
-  for (const auto& [id, c] : map_) out.push_back(c->info);
+  for (const auto& [id, e] : entries_) {
+    ContextInfo i = e.info;
+    i.resident = e.ctx != nullptr;
+    out.push_back(std::move(i));
+  }
   return out;
 }
 
 std::vector<std::shared_ptr<ServedContext>> MemoryContextStore::all() const {
   std::vector<std::shared_ptr<ServedContext>> out;
-  for (const auto& [id, c] : map_) out.push_back(c);
+  for (const auto& [id, e] : entries_)
+    if (e.ctx) out.push_back(e.ctx);
   return out;
+}
+
+void MemoryContextStore::enforce_resident(const std::string& keep) {
+  if (policy_.resident_bytes == 0) return;
+  for (;;) {
+    size_t held = 0;
+    Entry* lru = nullptr;
+    for (auto& [id, e] : entries_) {
+      if (!e.ctx) continue;
+      held += e.info.kv_bytes_held;
+      if (id != keep && (!lru || e.use_seq < lru->use_seq)) lru = &e;
+    }
+    if (held <= policy_.resident_bytes || !lru) return;
+    if (has_file(*lru)) {
+      lru->ctx.reset();  // dropped from memory; reloaded from its file on demand
+      ++counters_.evicted_memory;
+    } else {
+      deleted_.push_back(lru->info.id);
+      ++counters_.deleted_memory;
+      erase(lru->info.id);
+    }
+  }
+}
+
+std::vector<std::string> MemoryContextStore::maintain(int64_t now) {
+  if (policy_.ttl_s > 0) {
+    std::vector<std::string> expired;
+    for (const auto& [id, e] : entries_)
+      if (now - e.last_used > policy_.ttl_s) expired.push_back(id);
+    for (const auto& id : expired) {
+      erase(id);
+      ++counters_.deleted_ttl;
+      deleted_.push_back(id);
+    }
+  }
+  // The most recently used context always stays: a budget smaller than one context would
+  // otherwise delete (or drop) a context right after it was made.
+  std::string newest;
+  uint64_t newest_seq = 0;
+  for (const auto& [id, e] : entries_)
+    if (e.ctx && e.use_seq >= newest_seq) newest = id, newest_seq = e.use_seq;
+  enforce_resident(newest);
+  std::vector<std::string> out;
+  out.swap(deleted_);
+  return out;
+}
+
+bool MemoryContextStore::release_for_kv(const std::vector<const ServedContext*>& in_use) {
+  Entry* lru = nullptr;
+  for (auto& [id, e] : entries_) {
+    if (!e.ctx || !has_file(e) || std::find(in_use.begin(), in_use.end(), e.ctx.get()) != in_use.end()) continue;
+    if (!lru || e.use_seq < lru->use_seq) lru = &e;
+  }
+  if (!lru) return false;
+  lru->ctx.reset();
+  ++counters_.evicted_kv_pressure;
+  return true;
+}
+
+StoreStats MemoryContextStore::stats() const {
+  StoreStats s = counters_;
+  s.stored = entries_.size();
+  s.resident = s.resident_bytes = s.disk_bytes = 0;
+  for (const auto& [id, e] : entries_) {
+    if (e.ctx) {
+      ++s.resident;
+      s.resident_bytes += e.info.kv_bytes_held;
+    }
+    s.disk_bytes += e.file_bytes;
+  }
+  return s;
 }
 
 }  // namespace kvs::server

@@ -22,36 +22,97 @@ class ContextCodec {
   virtual std::shared_ptr<ServedContext> load(const std::string& path, const std::string& id) = 0;
 };
 
+// What a store may keep (`kvshrink serve --contexts-resident-mib / --contexts-ttl /
+// --contexts-disk-mib`; 0: no limit).
+struct StorePolicy {
+  size_t resident_bytes = 0;  // KV bytes of the contexts held in memory
+  int64_t ttl_s = 0;          // a context unused this long is deleted (memory and disk)
+  size_t disk_bytes = 0;      // bytes of the .kvc files (directory stores)
+};
+
+// The store's figures for /metrics (counters since start).
+struct StoreStats {
+  size_t stored = 0;          // contexts known (resident or on disk only)
+  size_t resident = 0;        // of which in memory
+  size_t resident_bytes = 0;  // their KV bytes
+  size_t disk_bytes = 0;      // bytes of their files
+  uint64_t evicted_memory = 0;       // dropped from memory for the resident budget (kept on disk)
+  uint64_t evicted_kv_pressure = 0;  // dropped from memory to admit a request under --max-kv-bytes
+  uint64_t deleted_ttl = 0, deleted_disk = 0, deleted_memory = 0;  // deleted for the TTL / disk quota / budget (no disk)
+  uint64_t reloads = 0;              // loaded back from disk on demand
+};
+
 class ContextStore {
  public:
   virtual ~ContextStore() = default;
   // Adds a context under c->info.id (persisting it where the store does; c->info.persisted is
-  // set then). Throws kvs::Error if it cannot be stored (nothing is added then).
+  // set then). Throws kvs::Error if it cannot be stored (nothing is added then); an ApiError
+  // (507) when a disk quota cannot hold it.
   virtual void put(std::shared_ptr<ServedContext> c) = 0;
-  // The context, or null.
-  virtual std::shared_ptr<ServedContext> get(const std::string& id) const = 0;
+  // The context (reloaded from disk when it was dropped from memory), or null. Marks it used.
+  virtual std::shared_ptr<ServedContext> get(const std::string& id) = 0;
+  virtual bool contains(const std::string& id) const = 0;
   // Drops the context (and its file); false if unknown.
   virtual bool remove(const std::string& id) = 0;
+  // Every context known, resident or not (resident = false when only on disk).
   virtual std::vector<ContextInfo> list() const = 0;
+  // The contexts in memory.
   virtual std::vector<std::shared_ptr<ServedContext>> all() const = 0;
   virtual size_t size() const = 0;
   // Loads what the storage holds (at start). Returns one line per file that could not be loaded.
   virtual std::vector<std::string> restore() { return {}; }
   virtual std::string describe() const = 0;
+  virtual void set_policy(const StorePolicy& p) { (void)p; }
+  // Applies the TTL and the resident budget at time `now` (unix seconds); returns the ids deleted
+  // since the last call, by it or by put/get (contexts dropped from memory but kept on disk are
+  // not deleted).
+  virtual std::vector<std::string> maintain(int64_t now) { (void)now; return {}; }
+  // Frees memory for admission under the KV cap: drops the least recently used resident context
+  // that is on disk and not in `in_use` from memory. False when there is none.
+  virtual bool release_for_kv(const std::vector<const ServedContext*>& in_use) { (void)in_use; return false; }
+  virtual StoreStats stats() const = 0;
 };
 
+// Contexts in memory, with the policy's bookkeeping; the directory store (dir_context_store.h)
+// adds files. Without files, the resident budget and the TTL delete contexts (nothing to reload).
 class MemoryContextStore : public ContextStore {
  public:
   void put(std::shared_ptr<ServedContext> c) override;
-  std::shared_ptr<ServedContext> get(const std::string& id) const override;
+  std::shared_ptr<ServedContext> get(const std::string& id) override;
+  bool contains(const std::string& id) const override { return entries_.count(id) > 0; }
   bool remove(const std::string& id) override;
   std::vector<ContextInfo> list() const override;
   std::vector<std::shared_ptr<ServedContext>> all() const override;
-  size_t size() const override { return map_.size(); }
+  size_t size() const override { return entries_.size(); }
   std::string describe() const override { return "in memory (not persisted)"; }
+  void set_policy(const StorePolicy& p) override { policy_ = p; }
+  std::vector<std::string> maintain(int64_t now) override;
+  bool release_for_kv(const std::vector<const ServedContext*>& in_use) override;
+  StoreStats stats() const override;
 
  protected:
-  std::map<std::string, std::shared_ptr<ServedContext>> map_;
+  struct Entry {
+    ContextInfo info;
+    std::shared_ptr<ServedContext> ctx;  // null: on disk only
+    int64_t last_used = 0;               // unix seconds
+    uint64_t use_seq = 0;                // order of use (ties of last_used)
+    size_t file_bytes = 0;
+  };
+  // Hooks of a store with files: whether a context can be loaded back, loading it, deleting its file.
+  virtual bool has_file(const Entry& e) const { (void)e; return false; }
+  virtual std::shared_ptr<ServedContext> reload(const std::string& id) { (void)id; return nullptr; }
+  virtual void delete_file(const std::string& id) { (void)id; }
+  // Keeps the resident bytes within the budget, never dropping `keep` (ids deleted go to deleted_).
+  void enforce_resident(const std::string& keep);
+  void erase(const std::string& id);
+  void touch(Entry& e);
+  static int64_t now_s();
+
+  std::map<std::string, Entry> entries_;
+  StorePolicy policy_;
+  StoreStats counters_;  // the event counters (the sizes are computed in stats())
+  uint64_t use_seq_ = 0;
+  std::vector<std::string> deleted_;  // deleted since the last maintain() (returned by it)
 };
 
 }  // namespace kvs::server

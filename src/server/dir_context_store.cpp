@@ -7,6 +7,7 @@
 #include <system_error>
 
 #include "core/error.h"
+#include "server/api_error.h"
 #include "server/api_request.h"
 
 namespace kvs::server {
@@ -23,17 +24,48 @@ DirContextStore::DirContextStore(std::string dir, ContextCodec& codec) : dir_(st
 std::string DirContextStore::path_of(const std::string& id) const { return (fs::path(dir_) / (id + ".kvc")).string(); }
 
 void DirContextStore::put(std::shared_ptr<ServedContext> c) {
-  if (map_.count(c->info.id)) fail("context '{}' exists already", c->info.id);
-  codec_.save(*c, path_of(c->info.id));  // throws before anything is added
+  const std::string id = c->info.id;
+  if (entries_.count(id)) fail("context '{}' exists already", id);
+  const std::string path = path_of(id);
+  codec_.save(*c, path);  // throws before anything is added
+  std::error_code ec;
+  const size_t bytes = static_cast<size_t>(fs::file_size(path, ec));
+  if (policy_.disk_bytes > 0) {
+    if (bytes > policy_.disk_bytes) {
+      fs::remove(path, ec);
+      throw ApiError(507, fmt::format("the context's file ({} bytes) is larger than the contexts directory's quota of {} "
+                                      "bytes (--contexts-disk-mib); compress it more (a lower keep ratio) or raise the quota",
+                                      bytes, policy_.disk_bytes),
+                     "server_error", "", "context_too_large_for_quota");
+    }
+    // The least recently used contexts make room.
+    for (;;) {
+      size_t used = bytes;
+      Entry* lru = nullptr;
+      for (auto& [eid, e] : entries_) {
+        used += e.file_bytes;
+        if (e.file_bytes > 0 && (!lru || e.use_seq < lru->use_seq)) lru = &e;
+      }
+      if (used <= policy_.disk_bytes || !lru) break;
+      deleted_.push_back(lru->info.id);
+      ++counters_.deleted_disk;
+      erase(lru->info.id);
+    }
+  }
   c->info.persisted = true;
-  map_[c->info.id] = std::move(c);
+  MemoryContextStore::put(std::move(c));
+  entries_[id].file_bytes = bytes;
 }
 
-bool DirContextStore::remove(const std::string& id) {
-  if (!MemoryContextStore::remove(id)) return false;
+std::shared_ptr<ServedContext> DirContextStore::reload(const std::string& id) {
+  std::shared_ptr<ServedContext> c = codec_.load(path_of(id), id);
+  c->info.persisted = true;
+  return c;
+}
+
+void DirContextStore::delete_file(const std::string& id) {
   std::error_code ec;
   fs::remove(path_of(id), ec);
-  return true;
 }
 
 std::vector<std::string> DirContextStore::restore() {
@@ -54,7 +86,14 @@ std::vector<std::string> DirContextStore::restore() {
     try {
       std::shared_ptr<ServedContext> c = codec_.load(p.string(), id);
       c->info.persisted = true;
-      map_[id] = std::move(c);
+      Entry e;
+      e.info = c->info;
+      e.ctx = std::move(c);
+      e.file_bytes = static_cast<size_t>(fs::file_size(p, ec));
+      e.last_used = now_s();  // a restart counts as a use: the TTL starts again
+      e.use_seq = ++use_seq_;
+      entries_[id] = std::move(e);
+      enforce_resident(id);  // past the resident budget the older ones stay on disk only
     } catch (const std::exception& e) {
       problems.push_back(fmt::format("{}: skipped: {}", p.string(), e.what()));
     }

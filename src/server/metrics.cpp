@@ -135,6 +135,22 @@ std::string Metrics::render(const HttpGauges& http) const {
   scalar(o, "kvshrink_sequences_decoding", "gauge", "Sequences in flight that are generating (past their prompt).", g_.decoding);
   scalar(o, "kvshrink_sequences_queued", "gauge", "Requests waiting for admission.", g_.queued);
   scalar(o, "kvshrink_contexts", "gauge", "Stored compressed contexts.", g_.contexts);
+  scalar(o, "kvshrink_contexts_resident", "gauge", "Stored contexts held in memory (the others are on disk only).",
+         g_.store.resident);
+  scalar(o, "kvshrink_contexts_resident_bytes", "gauge", "KV bytes of the stored contexts held in memory.",
+         g_.store.resident_bytes);
+  scalar(o, "kvshrink_contexts_disk_bytes", "gauge", "Bytes of the stored contexts' files.", g_.store.disk_bytes);
+  scalar(o, "kvshrink_contexts_reloaded_total", "counter", "Stored contexts loaded back from disk when used.",
+         g_.store.reloads);
+  o += "# HELP kvshrink_contexts_evicted_total Stored contexts dropped from memory (kept on disk) or deleted, by reason.\n"
+       "# TYPE kvshrink_contexts_evicted_total counter\n";
+  o += fmt::format("kvshrink_contexts_evicted_total{{reason=\"resident_budget\"}} {}\n", g_.store.evicted_memory);
+  o += fmt::format("kvshrink_contexts_evicted_total{{reason=\"kv_pressure\"}} {}\n", g_.store.evicted_kv_pressure);
+  o += "# HELP kvshrink_contexts_deleted_total Stored contexts deleted by the store's policy, by reason.\n"
+       "# TYPE kvshrink_contexts_deleted_total counter\n";
+  o += fmt::format("kvshrink_contexts_deleted_total{{reason=\"ttl\"}} {}\n", g_.store.deleted_ttl);
+  o += fmt::format("kvshrink_contexts_deleted_total{{reason=\"disk_quota\"}} {}\n", g_.store.deleted_disk);
+  o += fmt::format("kvshrink_contexts_deleted_total{{reason=\"resident_budget\"}} {}\n", g_.store.deleted_memory);
   scalar(o, "kvshrink_http_connections", "gauge", "Open HTTP connections.", http.connections_open);
   scalar(o, "kvshrink_http_connections_accepted_total", "counter", "HTTP connections accepted.", http.connections_accepted);
   header(o, "kvshrink_http_connections_rejected_total", "counter",

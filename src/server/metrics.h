@@ -9,6 +9,8 @@
 #include <mutex>
 #include <string>
 
+#include "server/context_store.h"
+
 namespace kvs::server {
 
 struct SchedulerGauges {
@@ -21,6 +23,7 @@ struct SchedulerGauges {
   int decoding = 0;               // of which generating (past their prompt)
   int queued = 0;                 // requests waiting for admission
   size_t contexts = 0;            // stored contexts
+  StoreStats store;               // resident / on disk, evictions, reloads
 };
 
 // The HTTP front end's connection figures, read when /metrics is rendered.

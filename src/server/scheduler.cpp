@@ -40,6 +40,7 @@ Scheduler::Scheduler(Engine& engine, ContextStore& store, Metrics& metrics, cons
   if (opt_.max_queue < 0) kvs::fail("--max-queue must be >= 0, got {}", opt_.max_queue);
   if (opt_.prefill_chunk < 1) kvs::fail("--prefill-chunk must be >= 1, got {}", opt_.prefill_chunk);
   restore_problems_ = store_.restore();
+  store_.maintain(static_cast<int64_t>(std::time(nullptr)));
   for (const ContextInfo& i : store_.list()) infos_[i.id] = i;
   publish_gauges();
   thread_ = std::thread([this] { loop(); });
@@ -192,7 +193,7 @@ size_t Scheduler::estimate_pages(const JobInput& in, const ServedContext* ctx) c
 std::string Scheduler::new_context_id() {
   for (;;) {
     const std::string id = fmt::format("ctx_{:016x}{:08x}", rng_(), static_cast<uint32_t>(rng_()));
-    if (!store_.get(id)) return id;
+    if (!store_.contains(id)) return id;
   }
 }
 
@@ -208,6 +209,7 @@ void Scheduler::loop() {
     try {
       expire_queue();
       drop_cancelled();
+      sync_contexts();  // TTL, resident budget; the handlers' list of contexts
       admit();
       if (!active_.empty()) {
         step();
@@ -275,7 +277,17 @@ void Scheduler::admit() {
     std::shared_ptr<ServedContext> ctx;
     const JobInput& in = job->input;
     if (!in.context_id.empty()) {
-      ctx = store_.get(in.context_id);
+      try {
+        ctx = store_.get(in.context_id);  // loaded back from disk if it was dropped from memory
+      } catch (const std::exception& e) {
+        {
+          std::lock_guard<std::mutex> l(mu_);
+          queue_.pop_front();
+        }
+        job->fail(ApiError(500, fmt::format("context '{}' could not be loaded from disk: {}", in.context_id, e.what()),
+                           "server_error", "", "context_unreadable"));
+        continue;
+      }
       if (!ctx) {
         {
           std::lock_guard<std::mutex> l(mu_);
@@ -302,7 +314,15 @@ void Scheduler::admit() {
                               "", "kv_memory_exceeded"));
         continue;
       }
-      if (context_pages() + reserved_pages() + est > cap) return;  // wait (first come, first served)
+      // Stored contexts that are on disk make room (least recently used first, none in use); else
+      // wait (first come, first served).
+      if (context_pages() + reserved_pages() + est > cap) {
+        std::vector<const ServedContext*> in_use{ctx.get()};
+        for (const auto& a : active_) in_use.push_back(a->ctx.get());
+        while (context_pages() + reserved_pages() + est > cap && store_.release_for_kv(in_use)) {
+        }
+        if (context_pages() + reserved_pages() + est > cap) return;
+      }
     }
     {
       std::lock_guard<std::mutex> l(mu_);
@@ -444,6 +464,9 @@ void Scheduler::finish(Active& a) {
     sc->built = std::make_shared<const BuiltContext>(std::move(b));
     try {
       store_.put(sc);
+    } catch (const ApiError& e) {
+      a.job->fail(e);  // 507: over the contexts directory's quota
+      return;
     } catch (const std::exception& e) {
       a.job->fail(ApiError(500, fmt::format("the context could not be stored: {}", e.what()), "server_error"));
       return;
@@ -452,6 +475,7 @@ void Scheduler::finish(Active& a) {
       std::lock_guard<std::mutex> l(mu_);
       infos_[sc->info.id] = sc->info;
     }
+    last_sync_ = {};  // the put may have deleted older contexts (budget, quota): sync at once
     const ContextInfo info = sc->info;
     a.job->update([&](JobSnapshot& s) {
       s.state = JobSnapshot::State::Done;
@@ -511,6 +535,17 @@ void Scheduler::fail(Active& a, const std::string& message, bool out_of_memory) 
   }
 }
 
+void Scheduler::sync_contexts() {
+  const auto now = Clock::now();
+  if (now - last_sync_ < std::chrono::milliseconds(200)) return;
+  last_sync_ = now;
+  store_.maintain(static_cast<int64_t>(std::time(nullptr)));
+  std::map<std::string, ContextInfo> fresh;
+  for (const ContextInfo& i : store_.list()) fresh[i.id] = i;
+  std::lock_guard<std::mutex> l(mu_);
+  infos_.swap(fresh);
+}
+
 void Scheduler::publish_gauges() {
   SchedulerGauges g;
   PagePool& p = engine_.page_pool();
@@ -522,6 +557,7 @@ void Scheduler::publish_gauges() {
   g.running = static_cast<int>(active_.size());
   for (const auto& a : active_) g.decoding += a->answer && a->answer->phase() == Stepper::Phase::Decode;
   g.contexts = store_.size();
+  g.store = store_.stats();
   {
     std::lock_guard<std::mutex> l(mu_);
     g.queued = static_cast<int>(queue_.size());

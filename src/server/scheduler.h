@@ -91,6 +91,9 @@ class Scheduler {
   void finish(Active& a);
   void fail(Active& a, const std::string& message, bool out_of_memory);
   void publish_gauges();
+  // The store's TTL and resident budget (at most every 200 ms), and the handlers' copy of the
+  // contexts' infos (resident flags, contexts the store deleted).
+  void sync_contexts();
   size_t context_pages() const;  // pages of stored contexts and of deleted ones still answered from
   size_t reserved_pages() const;
   size_t cap_pages() const;
@@ -107,6 +110,7 @@ class Scheduler {
   std::deque<std::shared_ptr<Job>> queue_;
   std::vector<std::function<void()>> commands_;
   std::map<std::string, ContextInfo> infos_;
+  std::chrono::steady_clock::time_point last_sync_{};  // scheduler thread only
   bool stop_ = false;
   std::atomic<double> mean_run_s_{1.0};  // moving average of admission-to-end time
 

@@ -28,6 +28,7 @@ struct ContextInfo {
   std::optional<double> keep_chosen;  // what an adaptive press chose
   nlohmann::json compression;      // the kv_compression it was made with
   bool persisted = false;          // written to the contexts directory
+  bool resident = true;            // in memory (false: on disk only, loaded back when used)
   nlohmann::json to_json(const std::string& model) const;
 };
 

@@ -1,5 +1,6 @@
 #include "server/server.h"
 
+#include "core/error.h"
 #include "server/dir_context_store.h"
 
 namespace kvs::server {
@@ -11,6 +12,9 @@ Server::Server(const Model& model, ServeOptions opt) {
     store_ = std::make_unique<MemoryContextStore>();
   else
     store_ = std::make_unique<DirContextStore>(opt.contexts_dir, *codec_);
+  if (opt.contexts.disk_bytes > 0 && opt.contexts_dir.empty())
+    fail("--contexts-disk-mib limits the contexts directory: give --contexts-dir too");
+  store_->set_policy(opt.contexts);  // before the scheduler restores the directory
   if (opt.http.limits.n_vocab == 0) opt.http.limits.n_vocab = model.hp.n_vocab;
   scheduler_ = std::make_unique<Scheduler>(*engine_, *store_, metrics_, opt.scheduler);
   http_ = std::make_unique<HttpServer>(model, *scheduler_, metrics_, opt.http);

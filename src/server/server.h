@@ -21,6 +21,7 @@ struct ServeOptions {
   HttpOptions http;
   SchedulerOptions scheduler;
   std::string contexts_dir;    // empty: contexts in memory only
+  StorePolicy contexts;        // resident budget, TTL, disk quota of the stored contexts
 };
 
 class Server {
