@@ -396,10 +396,118 @@ def read_complete(data):
     return bool(m) and len(data) >= h + 4 + int(m.group(1))
 
 
+def percentile(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else None
+
+
+def siege(slow_n=100, normal_n=32, seconds=60, quiet_s=20):
+    """Issue 23's bounded adversarial benchmark: `normal_n` clients asking completions in a loop,
+    alone (quiet) and then beside `slow_n` clients that each trickle a request's headers one byte
+    a second from their own address (reconnecting when the server drops them) for `seconds`.
+    Reports the normal clients' latency percentiles in both phases, their errors, the server's
+    peak RSS and /health; with --check, fails unless the attacked p99 is within 2x of the quiet
+    one, no normal request failed and the peak RSS is under --rss-bound-mib."""
+    srv = Server(ARGS.serve_args.split() if ARGS.serve_args else [])
+    body = {"prompt": "Once upon a time", "max_tokens": ARGS.max_tokens, "temperature": 0, "ignore_eos": True}
+    raw = post("/v1/completions", body)
+    peak = [srv.rss()]
+    done = threading.Event()
+
+    def sample():
+        while not done.is_set():
+            peak[0] = max(peak[0], srv.rss())
+            time.sleep(0.1)
+
+    threading.Thread(target=sample, daemon=True).start()
+
+    def phase(duration, attackers):
+        stop = threading.Event()
+        lat, errors, slow_events = [], [], []
+
+        def normal():
+            while not stop.is_set():
+                t0 = time.time()
+                try:
+                    st = status(exchange(srv.port, raw, timeout=60))
+                except OSError as e:
+                    st = repr(e)[:60]
+                if st == 200:
+                    lat.append(time.time() - t0)
+                else:
+                    errors.append(st)
+
+        def slow(i):
+            req = b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: " + b"a" * 10000
+            while not stop.is_set():
+                try:
+                    s = connect(srv.port, src=f"127.0.{2 + i // 250}.{1 + i % 250}")
+                    s.settimeout(1)
+                    k = 0
+                    while not stop.is_set():
+                        s.sendall(req[k:k + 1])
+                        k = (k + 1) % len(req)
+                        try:
+                            d = s.recv(4096)
+                            slow_events.append(status(d))  # answered (408) or closed: come back
+                            break
+                        except socket.timeout:
+                            pass
+                    s.close()
+                except OSError as e:
+                    slow_events.append(type(e).__name__)
+                    time.sleep(1)
+
+        threads = [threading.Thread(target=slow, args=(i,), daemon=True) for i in range(attackers)]
+        threads += [threading.Thread(target=normal, daemon=True) for _ in range(normal_n)]
+        for t in threads:
+            t.start()
+        health = []
+        t0 = time.time()
+        while time.time() - t0 < duration:
+            health.append(health_latency(srv.port))
+            time.sleep(0.5)
+        stop.set()
+        for t in threads:
+            t.join(70)
+        ok = [h for h in health if h is not None]
+        return {"requests": len(lat), "errors": len(errors), "error_kinds": sorted({str(e) for e in errors}),
+                "p50_s": round(percentile(lat, 0.5), 3) if lat else None,
+                "p99_s": round(percentile(lat, 0.99), 3) if lat else None,
+                "health_ok": f"{len(ok)}/{len(health)}", "health_max_s": round(max(ok), 3) if ok else None,
+                "slow_got": sorted({str(x) for x in slow_events})}
+
+    rss0 = srv.rss()
+    quiet = phase(quiet_s, 0)
+    report(f"siege: quiet, {normal_n} clients, {quiet_s} s", **quiet)
+    attacked = phase(seconds, slow_n)
+    report(f"siege: +{slow_n} slow clients, {seconds} s", **attacked)
+    done.set()
+    peak_mib = round(peak[0] / 1024, 1)
+    report("siege: server", rss_start_mib=round(rss0 / 1024, 1), rss_peak_mib=peak_mib,
+           p99_ratio=round(attacked["p99_s"] / quiet["p99_s"], 2) if quiet["p99_s"] and attacked["p99_s"] else None)
+    srv.stop()
+    if ARGS.check:
+        bad = []
+        if not quiet["p99_s"] or not attacked["p99_s"]:
+            bad.append("no request answered")
+        elif attacked["p99_s"] > 2 * quiet["p99_s"]:
+            bad.append(f"p99 {attacked['p99_s']} s under attack > 2x the quiet {quiet['p99_s']} s")
+        if quiet["errors"] or attacked["errors"]:
+            bad.append(f"normal requests failed: {quiet['error_kinds'] + attacked['error_kinds']}")
+        if peak_mib > ARGS.rss_bound_mib:
+            bad.append(f"peak RSS {peak_mib} MiB > {ARGS.rss_bound_mib} MiB")
+        if attacked["health_max_s"] is None or attacked["health_max_s"] > 1.0:
+            bad.append(f"/health slow or silent under attack: {attacked['health_ok']} max {attacked['health_max_s']} s")
+        if bad:
+            raise SystemExit("siege FAILED: " + "; ".join(bad))
+        print("siege passed", flush=True)
+
+
 ATTACKS = {
     "chunked": chunked_body, "content_length": content_length_lies, "slow": slow_clients, "cross_site": cross_site,
     "prompt": huge_prompt, "port": taken_port, "sigterm": sigterm_stream, "kill9": kill9_persist,
-    "malformed": malformed,
+    "malformed": malformed, "siege": siege,
 }
 
 
@@ -410,7 +518,18 @@ def main():
     p.add_argument("--model", required=True)
     p.add_argument("--only", default=",".join(ATTACKS))
     p.add_argument("--legacy", action="store_true", help="a binary without the issue-23 options (--shutdown-grace)")
+    p.add_argument("--check", action="store_true", help="siege: exit non-zero unless its bounds hold (ctest -L slow)")
+    p.add_argument("--seconds", type=int, default=60, help="siege: length of the attacked phase")
+    p.add_argument("--quiet-seconds", type=int, default=20, help="siege: length of the quiet phase")
+    p.add_argument("--slow-clients", type=int, default=100)
+    p.add_argument("--normal-clients", type=int, default=32)
+    p.add_argument("--max-tokens", type=int, default=32, help="siege: tokens each normal request generates")
+    p.add_argument("--rss-bound-mib", type=float, default=256, help="siege: the server's peak RSS bound")
+    p.add_argument("--serve-args", default="", help="siege: extra `kvshrink serve` flags")
     ARGS = p.parse_args()
+    if ARGS.only == "siege":
+        siege(ARGS.slow_clients, ARGS.normal_clients, ARGS.seconds, ARGS.quiet_seconds)
+        return
     for name in ARGS.only.split(","):
         try:
             ATTACKS[name]()
