@@ -52,7 +52,9 @@ void send_now(int fd, const std::string& s) {
 }  // namespace
 
 void Connection::set_phase(ConnPhase p) {
-  phase_since_ns.store(now_ns());
+  const ConnPhase was = get_phase();
+  const bool waiting = was == ConnPhase::Idle || was == ConnPhase::Headers;
+  if (!waiting || waiting_since_ns.load() == 0) waiting_since_ns.store(now_ns());
   phase.store(static_cast<int>(p));
 }
 
@@ -153,7 +155,7 @@ bool HttpListener::evict_one_locked() {
   for (const auto& [p, c] : open_) {
     const ConnPhase ph = c->get_phase();
     if ((ph != ConnPhase::Idle && ph != ConnPhase::Headers) || c->evicted) continue;
-    const int64_t since = c->phase_since_ns.load();
+    const int64_t since = c->waiting_since_ns.load();
     if (since < oldest) {
       oldest = since;
       victim = c.get();

@@ -49,10 +49,15 @@ struct Connection {
   std::string peer_ip, local_ip;
   int peer_port = 0, local_port = 0;
   std::atomic<int> phase{static_cast<int>(ConnPhase::Idle)};
-  std::atomic<int64_t> phase_since_ns{0};  // steady clock
+  // Since when (steady clock) this connection has waited for its current request: its accept, or
+  // the end of its previous response. Kept while the request line and headers trickle in (a slow
+  // client is as old as its wait), and not reset when its thread starts late on a loaded machine
+  // (which would make an honest request younger than the idle sockets opened before it).
+  std::atomic<int64_t> waiting_since_ns{0};
   std::atomic<bool> evicted{false};        // shut down to make room: answer 503
   std::atomic<bool> woken{false};          // shut down for the server's stop
 
+  // Idle after a response (or at accept) starts a new wait; Idle -> Idle and Idle -> Headers keep it.
   void set_phase(ConnPhase p);
   ConnPhase get_phase() const { return static_cast<ConnPhase>(phase.load()); }
 };

@@ -5,6 +5,8 @@
 // overrides below) so that every case takes a fraction of a second.
 #include <gtest/gtest.h>
 
+#include <cerrno>
+#include <cstring>
 #include <future>
 #include <thread>
 #include <vector>
@@ -41,15 +43,20 @@ class HostileClients : public ::testing::Test {
 };
 Model* HostileClients::model_ = nullptr;
 
-// GET /health on a fresh connection; its latency in seconds, or -1 when it failed.
-double health_latency(int port) {
+// GET /health on a fresh connection; its latency in seconds, or -1 when it failed (`got` then
+// says what came back, for the failure message).
+double health_latency(int port, std::string* got = nullptr) {
   const auto t = Clock::now();
   const int fd = test::connect_to(port);
-  if (fd < 0) return -1;
+  if (fd < 0) {
+    if (got) *got = "connect failed: " + std::string(std::strerror(errno));
+    return -1;
+  }
   const std::string req = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
   ::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
   const std::string r = test::read_response(fd, 5);
   ::close(fd);
+  if (got) *got = r.substr(0, 400);
   return test::raw_status(r) == 200 ? since(t) : -1;
 }
 
@@ -154,10 +161,12 @@ TEST_F(HostileClients, SlowAndIdleClientsDoNotBlockHealth) {
   test::TestServer s(*model_, options());
   const int port = s.port();
   std::atomic<bool> stop{false};
+  std::atomic<int> connected{0};
   std::vector<std::future<int>> slow;
   for (int i = 0; i < 30; ++i) {  // 30 > the cap of 24
-    slow.push_back(std::async(std::launch::async, [port, &stop] {
+    slow.push_back(std::async(std::launch::async, [port, &stop, &connected] {
       const int fd = test::connect_to(port);
+      ++connected;
       if (fd < 0) return -1;
       const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: ";
       std::string got;
@@ -171,11 +180,16 @@ TEST_F(HostileClients, SlowAndIdleClientsDoNotBlockHealth) {
       return test::raw_status(got);
     }));
   }
+  // The probes start once every attacker is connected: /health must get through the slow and idle
+  // sockets already there. (A probe that races attackers still arriving can be the oldest waiting
+  // connection when the 25th arrives after it, and evicted: seen under ASan on a loaded machine.)
+  while (connected < 30) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   std::vector<int> idle;
   for (int i = 0; i < 30; ++i) idle.push_back(test::connect_to(port));
   for (int k = 0; k < 10; ++k) {
-    const double l = health_latency(port);
-    EXPECT_GE(l, 0) << "/health did not answer";
+    std::string got;
+    const double l = health_latency(port, &got);
+    EXPECT_GE(l, 0) << "/health did not answer 200 (probe " << k << "): " << got;
     EXPECT_LT(l, 3.0) << "/health answered slowly under slow and idle clients";
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
@@ -280,7 +294,9 @@ TEST_F(HostileClients, FullQueueAnswers429WithRetryAfter) {
       EXPECT_LE(after, 60) << r;
     }
   }
-  EXPECT_GE(ok, 3);
+  // At least the queue's 2 are served; the third is only when the scheduler has taken the first
+  // off the queue before the third arrives (not so under ASan on a loaded machine: seen 2 of 12).
+  EXPECT_GE(ok, 2);
   EXPECT_GE(busy, 1) << "a full queue must answer 429";
   EXPECT_EQ(ok + busy, 12);
 }
