@@ -65,8 +65,15 @@ void write_hparams_gguf(GgufWriter& w, const HParams& hp, const std::string& nam
   }
 }
 
-void add_rope_freqs_gguf(GgufWriter& w, const HParams& hp, const std::vector<float>& scaled) {
+void add_rope_freqs_gguf(GgufWriter& w, const HParams& hp, const std::vector<float>& scaled,
+                         const std::vector<float>& divisors) {
   if (hp.rope_scaling.type != "llama3" && hp.rope_scaling.type != "table") return;
+  if (!divisors.empty()) {
+    KVS_ASSERT(divisors.size() == scaled.size());
+    w.add_tensor("rope_freqs.weight", DType::F32, {static_cast<int64_t>(divisors.size())}, divisors.data(),
+                 divisors.size() * sizeof(float));
+    return;
+  }
   HParams plain = hp;
   plain.rope_scaling = RopeScaling{};
   const std::vector<float> base = detail::rope_inv_freq(plain);
@@ -157,7 +164,7 @@ void write_gguf(const Model& m, const std::string& path, TypeOf type_of) {
   write_vocab_gguf(w, m.tokenizer->spec());
   // GGUF llama expects interleaved-pair Q/K rows.
   const bool permute = m.hp.arch == Arch::Llama && m.hp.rope_style == kernels::RopeStyle::RotateHalf;
-  add_rope_freqs_gguf(w, m.hp, m.rope_inv_freq);
+  add_rope_freqs_gguf(w, m.hp, m.rope_inv_freq, m.rope_freqs);
   for (size_t i = 0; i < ws.size(); ++i) {
     const NamedWeight& nw = ws[i];
     const TensorView& t = *nw.t;

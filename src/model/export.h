@@ -33,8 +33,11 @@ void write_hparams_gguf(GgufWriter& w, const HParams& hp, const std::string& nam
 void write_vocab_gguf(GgufWriter& w, const VocabSpec& v);
 
 // GGUF carries llama3 RoPE scaling as a tensor `rope_freqs.weight` of per-frequency divisors;
-// adds it (from the model's inverse frequencies) when hp uses llama3 scaling.
-void add_rope_freqs_gguf(GgufWriter& w, const HParams& hp, const std::vector<float>& inv_freq);
+// adds it when hp uses llama3 scaling: `divisors` verbatim when given (a GGUF's own tensor, so that
+// a GGUF -> GGUF conversion keeps it bit for bit, as llama-quantize does), else computed from the
+// inverse frequencies.
+void add_rope_freqs_gguf(GgufWriter& w, const HParams& hp, const std::vector<float>& inv_freq,
+                         const std::vector<float>& divisors = {});
 
 // The type a 2-D weight of row length `cols` is stored in when `want` is requested: `want` if
 // cols is a multiple of its block size, else Q8_0, else F16 (as llama.cpp falls back).

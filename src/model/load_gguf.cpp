@@ -123,6 +123,7 @@ void load_gguf(Model& m, const std::string& path) {
       fail("{}: tensor 'rope_freqs.weight' has type {} shape {}, expected f32 [{}]", path, dtype_name(rf->type),
            shape_str(*rf), half);
     hp.rope_scaling.type = "llama3";
+    m.rope_freqs.assign(rf->f32(), rf->f32() + half);
     m.rope_inv_freq.resize(static_cast<size_t>(half));
     for (int i = 0; i < half; ++i)
       m.rope_inv_freq[i] = static_cast<float>(1.0 / std::pow(static_cast<double>(hp.rope_theta), 2.0 * i / hp.rope_dim) /

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <numbers>
 
 #include "kernels/ops.h"
@@ -163,6 +164,28 @@ TEST(ModelRoundTrip, Llama3RopeScalingThroughGgufAndHf) {
   EXPECT_EQ(hf->hp.rope_scaling.type, "llama3");
   for (int i = 0; i < 32; ++i) EXPECT_NEAR(gg->rope_inv_freq[i], hf->rope_inv_freq[i], 1e-6f * hf->rope_inv_freq[i]);
   expect_close(run(*gg, 100), run(*hf, 100), 1e-4f);
+  // GGUF -> GGUF (kvshrink convert): the divisors are copied bit for bit, as llama-quantize copies
+  // them (recomputed from the inverse frequencies they were 1 ulp off in one of 32 on the
+  // Llama-3.2-1B shape, and llama.cpp's logits moved with them).
+  // Llama-3.2-1B's own scaling (original context 8,192), where the recomputation is off.
+  HParams hp1b = hp;
+  hp1b.rope_scaling = {"llama3", 32.0f, 1.0f, 4.0f, 8192};
+  write_random_gguf(hp1b, synthetic_spm_vocab(hp.n_vocab), DType::F32, 9, "l3", dir / "m1b.gguf");
+  export_gguf(*Model::load(dir / "m1b.gguf"), dir / "again.gguf", DType::Q8_0);
+  const auto a = GgufFile::open(dir / "m1b.gguf"), b = GgufFile::open(dir / "again.gguf");
+  const TensorView *ra = a->tensor("rope_freqs.weight"), *rb = b->tensor("rope_freqs.weight");
+  ASSERT_TRUE(ra && rb);
+  ASSERT_EQ(ra->n_elements(), 32);
+  ASSERT_EQ(rb->n_elements(), 32);
+  EXPECT_EQ(std::memcmp(ra->f32(), rb->f32(), 32 * sizeof(float)), 0);
+  // A file whose divisors the llama3 formula does not reproduce exactly keeps them too.
+  std::vector<float> odd(ra->f32(), ra->f32() + 32);
+  for (int i = 0; i < 32; ++i) odd[i] = std::nextafter(odd[i], 100.0f);
+  auto tweaked = Model::load(dir / "again.gguf");
+  tweaked->rope_freqs = odd;
+  export_gguf(*tweaked, dir / "odd.gguf", DType::Q8_0);
+  const auto c = GgufFile::open(dir / "odd.gguf");
+  EXPECT_EQ(std::memcmp(c->tensor("rope_freqs.weight")->f32(), odd.data(), 32 * sizeof(float)), 0);
 }
 
 }  // namespace kvs
