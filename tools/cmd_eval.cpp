@@ -8,6 +8,7 @@
 #include "cli_common.h"
 #include "core/error.h"
 #include "eval/progress.h"
+#include "eval/results.h"
 #include "eval/runner.h"
 
 namespace kvs::cli {
@@ -23,7 +24,7 @@ struct EvalCliOptions {
   int samples = 5;
   uint64_t seed = 0;
   bool query_aware = false, chat = false, fresh = false, no_progress = false, no_report = false, list = false;
-  std::string system, data, out, report_script, question_template, answer_prefix;
+  std::string system, data, out, report_script, question_template, answer_prefix, shard;
   bool has_answer_prefix = false;
   int max_new = 0, ppl_tokens = 0, ppl_chunk = 8, sinks = -1, window = -1;
 };
@@ -33,6 +34,8 @@ void list_tasks() {
     fmt::print("{:<26} {:<17} {}\n", t->name(), t->metric(), t->description());
   fmt::print("\ngroups: ruler (every ruler_* task), longbench, ppl, all\n");
 }
+
+void report(const std::string& out, const std::string& script);  // eval/report.py on out (below)
 
 void run_eval_cmd(const EvalCliOptions& c) {
   if (c.list) return list_tasks();
@@ -46,6 +49,10 @@ void run_eval_cmd(const EvalCliOptions& c) {
   require_ints("--lengths", c.lengths, 1, kMaxTokensOption);
   require_int("--sinks", c.sinks, -1, kMaxTokensOption);
   require_int("--window", c.window, -1, kMaxTokensOption);
+  if (!c.shard.empty()) {
+    int k = 0, n = 0;
+    eval::parse_shard(c.shard, k, n);  // refused before the model is loaded
+  }
   auto model = Model::load(c.eng.model);
   eval::EvalOptions o;
   o.tasks = c.tasks;
@@ -69,26 +76,60 @@ void run_eval_cmd(const EvalCliOptions& c) {
   o.out_dir = c.out;
   o.progress = !c.no_progress;
   o.fresh = c.fresh;
+  if (!c.shard.empty()) eval::parse_shard(c.shard, o.shard_k, o.shard_n);
   std::string lens;
   for (int l : o.task.lengths) lens += (lens.empty() ? "" : ",") + std::to_string(l);
-  fmt::print(stderr, "eval: model {} | tasks {} | lengths {} | {} press(es) x keep {} | {}\n", model->name,
+  fmt::print(stderr, "eval: model {} | tasks {} | lengths {} | {} press(es) x keep {} | {}{}\n", model->name,
              fmt::join(o.tasks, ","), lens, o.presses.size(), fmt::join(o.keeps, ","),
-             o.query_aware ? "query-aware" : "query-agnostic");
+             o.query_aware ? "query-aware" : "query-agnostic",
+             o.shard_n > 1 ? fmt::format(" | shard {}/{}", o.shard_k, o.shard_n) : "");
   const auto s = eval::run_eval(o, *model, c.eng.params());
   fmt::print(stderr, "eval: {} result(s) written, {} already present, {} failed, in {} -> {}\n", s.ran, s.skipped, s.failed,
              eval::format_duration(s.seconds), s.results_path);
-  if (!c.no_report) {
-    const int rc = eval::render_report(c.out, c.report_script);
+  if (!c.no_report) report(c.out, c.report_script);
+  // exit status 1 when units failed (a rerun retries them; the reasons are in errors.log)
+  if (s.failed) fail("{} unit(s) failed; see {}", s.failed, (std::filesystem::path(c.out) / "errors.log").string());
+}
+
+struct MergeCliOptions {
+  std::vector<std::string> dirs;
+  std::string out, report_script;
+  bool no_report = false;
+};
+
+// kvshrink eval merge -o OUT DIR...: the slices of a sharded grid (or any folders of one
+// configuration) joined into one results.jsonl and report.
+void run_merge_cmd(const MergeCliOptions& c) {
+  if (c.out.empty()) fail("eval merge: -o DIR is required");
+  if (c.dirs.empty()) fail("eval merge: name the folders to merge (eval -o folders, e.g. the slices of --shard K/N)");
+  check_output_dir("-o", c.out);
+  const eval::MergeSummary s = eval::merge_results(c.dirs, c.out);
+  fmt::print(stderr, "eval merge: {} line(s) from {} folder(s) -> {}", s.lines, c.dirs.size(),
+             (std::filesystem::path(c.out) / "results.jsonl").string());
+  if (s.duplicates) fmt::print(stderr, "; {} identical duplicate(s) skipped", s.duplicates);
+  if (s.malformed) fmt::print(stderr, "; {} malformed line(s) skipped", s.malformed);
+  fmt::print(stderr, "\n");
+  if (s.conflicts)
+    fmt::print(stderr, "eval merge: warning: {} line(s) present in several folders with different results (the first "
+                       "folder's kept): were they run with different builds or data?\n",
+               s.conflicts);
+  if (!s.missing_shards.empty())
+    fmt::print(stderr, "eval merge: warning: shard(s) {} of {} missing: the report covers part of the grid\n",
+               fmt::join(s.missing_shards, ", "), s.shard_n);
+  if (!c.no_report) report(c.out, c.report_script);
+}
+
+void report(const std::string& out, const std::string& script) {
+  {
+    const int rc = eval::render_report(out, script);
     if (rc == -1)
       fmt::print(stderr, "eval: /usr/bin/python3 or {} not found; render the report with: python3 eval/report.py {}\n",
-                 c.report_script.empty() ? eval::default_report_script() : c.report_script, c.out);
+                 script.empty() ? eval::default_report_script() : script, out);
     else if (rc != 0)
       fmt::print(stderr, "eval: the report script failed (exit {})\n", rc);
     else
-      fmt::print(stderr, "eval: report {}\n", (std::filesystem::path(c.out) / "report.md").string());
+      fmt::print(stderr, "eval: report {}\n", (std::filesystem::path(out) / "report.md").string());
   }
-  // exit status 1 when units failed (a rerun retries them; the reasons are in errors.log)
-  if (s.failed) fail("{} unit(s) failed; see {}", s.failed, (std::filesystem::path(c.out) / "errors.log").string());
 }
 
 }  // namespace
@@ -128,7 +169,19 @@ void register_eval(CLI::App& app) {
   cmd->add_flag("--no-report", c->no_report, "do not run eval/report.py at the end");
   cmd->add_option("--report-script", c->report_script, "report script (default: the source tree's eval/report.py)");
   cmd->add_flag("--list-tasks", c->list, "list the tasks and exit");
-  cmd->callback([c, prefix_opt] {
+  cmd->add_option("--shard", c->shard,
+                  "K/N: run only the K-th of N deterministic slices of the grid's samples (N runs, on any machines, "
+                  "together write exactly the unsharded lines; join them with `eval merge`)");
+  auto m = std::make_shared<MergeCliOptions>();
+  CLI::App* merge = cmd->add_subcommand("merge", "join eval output folders (e.g. the slices of --shard K/N) into one "
+                                                 "results.jsonl and report");
+  merge->add_option("dirs", m->dirs, "eval output folders of one configuration")->required();
+  merge->add_option("-o,--out", m->out, "output folder (new: results.jsonl, run.json, report.md, plots)")->required();
+  merge->add_flag("--no-report", m->no_report, "do not run eval/report.py at the end");
+  merge->add_option("--report-script", m->report_script, "report script (default: the source tree's eval/report.py)");
+  merge->callback([m] { run_merge_cmd(*m); });
+  cmd->callback([c, prefix_opt, merge] {
+    if (merge->parsed()) return;  // `eval merge`: its own callback runs
     c->has_answer_prefix = prefix_opt->count() > 0;
     run_eval_cmd(*c);
   });

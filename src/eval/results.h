@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <set>
 #include <string>
+#include <vector>
 
 namespace kvs::eval {
 
@@ -42,5 +43,22 @@ class ResultsFile {
 // every key of `identity` (a null value matching an absent key); throws kvs::Error naming the
 // differing fields otherwise. `info` (e.g. the model's path) is recorded but not compared.
 void check_run_identity(const std::string& dir, const nlohmann::json& identity, const nlohmann::json& info = {});
+
+// Joins the results of several output folders — typically the slices of one grid run with
+// `eval --shard K/N` on different machines — into out_dir (results.jsonl + run.json; the report is
+// rendered by the caller). Every folder must hold run.json and results.jsonl, and their run.json
+// must agree on every field the results depend on (everything but the model's path and name,
+// n_batch and the shard): a folder of another configuration is refused, naming the field. A line
+// present in several folders is written once (the first); copies that differ in more than their
+// times are counted as conflicts. out_dir must not hold results yet.
+struct MergeSummary {
+  size_t lines = 0;                 // written
+  size_t duplicates = 0;            // identical copies skipped
+  size_t conflicts = 0;             // copies that differ beyond their times (the first kept)
+  size_t malformed = 0;             // unreadable lines skipped
+  int shard_n = 0;                  // N of the merged shards (0: the folders were not shards)
+  std::vector<int> missing_shards;  // K in 1..N with no folder
+};
+MergeSummary merge_results(const std::vector<std::string>& dirs, const std::string& out_dir);
 
 }  // namespace kvs::eval

@@ -215,6 +215,8 @@ EvalSummary run_eval(const EvalOptions& o, const Model& model, const EngineParam
   if (o.out_dir.empty()) fail("no output directory (-o)");
   if (o.presses.empty()) fail("no presses given");
   if (o.task.lengths.empty()) fail("no target lengths");
+  if (o.shard_n < 1 || o.shard_k < 1 || o.shard_k > o.shard_n)
+    fail("shard {}/{}: expected K/N with 1 <= K <= N", o.shard_k, o.shard_n);
   for (double k : o.keeps)
     if (!(k > 0 && k <= 1)) fail("keep ratios must be in (0, 1], got {}", k);
   const auto task_names = expand_task_names(o.tasks);
@@ -240,6 +242,8 @@ EvalSummary run_eval(const EvalOptions& o, const Model& model, const EngineParam
   identity["question_template"] =
       o.prompt.question_template.empty() ? json(nullptr) : json(o.prompt.question_template);
   identity["answer_prefix"] = o.prompt.answer_prefix ? json(*o.prompt.answer_prefix) : json(nullptr);
+  // A shard's folder holds that shard only (null when unsharded: matches folders made before).
+  identity["shard"] = o.shard_n > 1 ? json(fmt::format("{}/{}", o.shard_k, o.shard_n)) : json(nullptr);
   // n_batch (-b) is recorded, not checked: no result depends on it (UNComp's pruned prefill runs
   // layer-major whatever -b is), so a run may resume with another.
   check_run_identity(o.out_dir, identity, {{"model", model.path}, {"model_name", model.name}, {"n_batch", ep.n_batch}});
@@ -272,9 +276,11 @@ EvalSummary run_eval(const EvalOptions& o, const Model& model, const EngineParam
   sum.results_path = results_path;
   double weight = 0;
   size_t units = 0;
+  size_t sample_index = 0;  // position in the whole grid's sample order, whatever the shard
   for (const auto& tn : task_names) {
     const Task& t = find_task(tn);
     for (auto& spec : t.plan(o.task)) {
+      if (sample_index++ % static_cast<size_t>(o.shard_n) != static_cast<size_t>(o.shard_k - 1)) continue;
       Planned pl{&t, spec, {}};
       for (const auto& g : grid) {
         if (t.is_perplexity() && !g.nominal) continue;  // adaptive presses have no budget to stream under
@@ -361,6 +367,20 @@ EvalSummary run_eval(const EvalOptions& o, const Model& model, const EngineParam
   sum.seconds = wall.seconds();
   if (sum.failed) fmt::print(stderr, "{} unit(s) failed; see {}\n", sum.failed, err_path);
   return sum;
+}
+
+void parse_shard(const std::string& text, int& k, int& n) {
+  const size_t slash = text.find('/');
+  auto number = [&](const std::string& part) {
+    if (part.empty() || part.size() > 7 || part.find_first_not_of("0123456789") != std::string::npos) return -1;
+    return std::stoi(part);
+  };
+  const int a = slash == std::string::npos ? -1 : number(text.substr(0, slash));
+  const int b = slash == std::string::npos ? -1 : number(text.substr(slash + 1));
+  if (a < 1 || b < 1 || a > b || b > 1000000)
+    fail("--shard '{}': expected K/N with 1 <= K <= N (e.g. 2/4: the second of four slices)", text);
+  k = a;
+  n = b;
 }
 
 std::string default_report_script() {

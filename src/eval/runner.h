@@ -39,6 +39,11 @@ struct EvalOptions {
   std::string out_dir;
   bool progress = true;
   bool fresh = false;                  // discard the results already in out_dir
+  // --shard K/N: run only the samples whose index in the grid's (deterministic) sample order is
+  // K-1 modulo N, every press and keep of each (one shared prefill per sample, as unsharded).
+  // N runs with K = 1..N, on any machines, together write exactly the unsharded lines;
+  // merge_results joins their folders. shard_n 1: everything.
+  int shard_k = 1, shard_n = 1;
 };
 
 struct EvalSummary {
@@ -51,6 +56,9 @@ struct EvalSummary {
 std::vector<int> default_lengths(const Model& model);
 
 EvalSummary run_eval(const EvalOptions& o, const Model& model, const EngineParams& ep);
+
+// Parses "K/N" (1 <= K <= N <= 1,000,000) into k, n; throws kvs::Error naming the text otherwise.
+void parse_shard(const std::string& text, int& k, int& n);
 
 // Runs `python script out_dir` (report.md + plots). Returns the exit status, or -1 if python is
 // not available. `script` empty: the source tree's eval/report.py.

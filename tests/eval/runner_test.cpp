@@ -1,14 +1,18 @@
 // The grid runner on stories260K (it cannot retrieve; the point is that the harness runs end to
 // end): every unit writes one line with the documented fields, a rerun skips finished lines, a line
 // cut by a kill is redone, a different configuration is refused, and the report renders.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "eval/results.h"
 #include "eval/runner.h"
 #include "eval_test_util.h"
 
@@ -157,6 +161,120 @@ TEST(EvalRunner, TinyGridWritesResumesAndReports) {
     for (const char* t : {"### niah", "### ruler_vt", "### squad_multi", "### ppl_wikitext2", "## Memory", "## Time"})
       EXPECT_NE(md.find(t), std::string::npos) << t;
   }
+}
+
+// --shard K/N: two slices, run apart, write exactly the unsharded run's lines between them (every
+// field but the times), each sample in one slice only; `merge_results` joins them into that run.
+// Folders of another configuration, a slice beside a non-slice, an output folder that already has
+// results are refused; a missing slice and a line that differs between copies are reported.
+std::map<std::string, json> by_key_without_times(const std::string& path) {
+  std::map<std::string, json> m;
+  for (json r : read_lines(path)) {
+    for (auto it = r.begin(); it != r.end();) {
+      const std::string k = it.key();
+      if (k.size() > 2 && k.substr(k.size() - 2) == "_s")
+        it = r.erase(it);
+      else
+        ++it;
+    }
+    m[r["task"].get<std::string>() + "|" + r["press"].get<std::string>() + "|" + r["keep_label"].get<std::string>() +
+      "|" + r["sample"].get<std::string>()] = r;
+  }
+  return m;
+}
+
+TEST(EvalRunner, ShardsTogetherAreTheUnshardedRun) {
+  test::TempDir d("eval_shards");
+  EvalOptions o = tiny_grid((d.path / "all").string());
+  o.tasks = {"niah", "ruler_vt", "ppl_wikitext2"};
+  o.task.depths = {0.0, 0.5, 1.0};  // 3 NIAH samples + 1 + 1: slices of 3 and 2 samples
+  ASSERT_EQ(run_eval(o, test::stories(), two_threads()).failed, 0u);
+  std::vector<std::string> slices;
+  std::set<std::string> samples_seen;
+  for (int k = 1; k <= 2; ++k) {
+    EvalOptions sk = o;
+    sk.out_dir = (d.path / fmt::format("shard{}", k)).string();
+    sk.shard_k = k;
+    sk.shard_n = 2;
+    const auto s = run_eval(sk, test::stories(), two_threads());
+    EXPECT_EQ(s.failed, 0u);
+    EXPECT_GT(s.ran, 0u);
+    for (const auto& r : read_lines(s.results_path)) {
+      const std::string sample = r["task"].get<std::string>() + " " + r["sample"].get<std::string>();
+      if (k == 1)
+        samples_seen.insert(sample);
+      else
+        EXPECT_FALSE(samples_seen.count(sample)) << sample << " is in both slices";
+    }
+    slices.push_back(sk.out_dir);
+  }
+  EXPECT_EQ(samples_seen.size(), 3u);  // samples 0, 2, 4 of 5 in the first slice
+  const std::string merged = (d.path / "merged").string();
+  const MergeSummary m = merge_results(slices, merged);
+  EXPECT_EQ(m.shard_n, 2);
+  EXPECT_TRUE(m.missing_shards.empty());
+  EXPECT_EQ(m.conflicts, 0u);
+  EXPECT_EQ(m.duplicates, 0u);
+  const auto want = by_key_without_times((d.path / "all" / "results.jsonl").string());
+  const auto got = by_key_without_times((d.path / "merged" / "results.jsonl").string());
+  EXPECT_EQ(got.size(), want.size());
+  EXPECT_EQ(m.lines, want.size());
+  for (const auto& [k, r] : want) {
+    ASSERT_TRUE(got.count(k)) << k << " missing from the merge";
+    EXPECT_EQ(got.at(k), r) << k;
+  }
+  const json run = json::parse(read_file((d.path / "merged" / "run.json").string()));
+  EXPECT_FALSE(run.contains("shard"));
+  EXPECT_EQ(run["shards"], json({"1/2", "2/2"}));
+  EXPECT_EQ(run["seed"], 0);
+
+  // Refusals: the merge's own folder again; a slice beside the unsharded folder; another seed.
+  EXPECT_THROW(merge_results(slices, merged), Error);
+  EXPECT_THROW(merge_results({(d.path / "all").string(), slices[1]}, (d.path / "m2").string()), Error);
+  EvalOptions seed1 = o;
+  seed1.out_dir = (d.path / "seed1").string();
+  seed1.task.seed = 1;
+  seed1.tasks = {"ruler_vt"};
+  ASSERT_EQ(run_eval(seed1, test::stories(), two_threads()).failed, 0u);
+  try {
+    merge_results({(d.path / "all").string(), seed1.out_dir}, (d.path / "m3").string());
+    ADD_FAILURE() << "folders of two seeds merged";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("seed"), std::string::npos) << e.what();
+  }
+  // One slice alone: merged, the other reported missing.
+  const MergeSummary half = merge_results({slices[0]}, (d.path / "m4").string());
+  EXPECT_EQ(half.missing_shards, std::vector<int>({2}));
+  // The same slice twice, one line's score changed in the copy: one conflict, the rest duplicates.
+  const std::string copy = (d.path / "shard1b").string();
+  std::filesystem::create_directories(copy);
+  std::filesystem::copy_file(slices[0] + "/run.json", copy + "/run.json");
+  std::vector<json> lines = read_lines(slices[0] + "/results.jsonl");
+  lines[0]["score"] = lines[0]["score"].get<double>() + 1;
+  {
+    std::ofstream f(copy + "/results.jsonl");
+    for (const auto& r : lines) f << r.dump() << "\n";
+  }
+  const MergeSummary twice = merge_results({slices[0], copy}, (d.path / "m5").string());
+  EXPECT_EQ(twice.conflicts, 1u);
+  EXPECT_EQ(twice.duplicates, lines.size() - 1);
+  EXPECT_EQ(twice.lines, lines.size());
+}
+
+TEST(EvalRunner, ShardTextIsParsedOrRefused) {
+  int k = 0, n = 0;
+  parse_shard("2/4", k, n);
+  EXPECT_EQ(k, 2);
+  EXPECT_EQ(n, 4);
+  parse_shard("1/1", k, n);
+  EXPECT_EQ(k, 1);
+  for (const char* bad : {"0/2", "3/2", "2", "a/b", "1/0", "1/2/3", "-1/2", "1/", "/2", "", " 1/2", "1/99999999"})
+    EXPECT_THROW(parse_shard(bad, k, n), Error) << bad;
+  test::TempDir d("eval_bad_shard");
+  EvalOptions o = tiny_grid(d.str());
+  o.shard_k = 3;
+  o.shard_n = 2;
+  EXPECT_THROW(run_eval(o, test::stories(), two_threads()), Error);
 }
 
 // A known case: v7s1 at full cache retrieves the needle, so the line holds the reference in its
