@@ -143,7 +143,7 @@ void register_bench(CLI::App& app) {
   auto o = std::make_shared<BenchOptions>();
   CLI::App* cmd = app.add_subcommand("bench", "measure prefill and decode speed");
   o->eng.add(cmd);
-  o->press.add(cmd);  // --press, --keep, --opt, ... as for `kvshrink compress`
+  add_press_options(cmd, o->press);  // --press, --keep, --opt, ... as for `kvshrink compress`
   cmd->add_option("-p,--prompt-lens", o->prompt_lens, "prefill lengths (1..1048576 tokens)")->delimiter(',')->capture_default_str();
   cmd->add_option("-d,--ctx-lens", o->ctx_lens, "context lengths for decode (0..1048576 tokens)")->delimiter(',')->capture_default_str();
   cmd->add_option("-n,--n-decode", o->n_decode, "decode steps per measurement")->capture_default_str()->check(CLI::Range(1, 100000));

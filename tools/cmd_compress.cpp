@@ -2,7 +2,7 @@
 // kvshrink ask: answer a question from a saved compressed cache, without the original text.
 #include <fmt/format.h>
 
-#include "cache_meta.h"
+#include "runtime/kvc_meta.h"
 #include "cli_common.h"
 #include "context_report.h"
 #include "core/error.h"
@@ -73,8 +73,8 @@ void register_compress(CLI::App& app) {
   auto o = std::make_shared<CompressOptions>();
   CLI::App* cmd = app.add_subcommand("compress", "compress a context and save it as a .kvc file");
   o->eng.add(cmd);
-  o->press.add(cmd);
-  o->prompt.add(cmd);
+  add_press_options(cmd, o->press);
+  add_prompt_options(cmd, o->prompt);
   cmd->add_option("--context", o->context_file, "context text file")->required()->check(CLI::ExistingFile);
   cmd->add_option("-o,--out", o->out, "output .kvc file")->required();
   cmd->add_flag("--per-layer", o->per_layer, "print per-layer keep ratios");

@@ -136,7 +136,7 @@ void register_generate(CLI::App& app) {
   auto o = std::make_shared<GenerateOptions>();
   CLI::App* cmd = app.add_subcommand("generate", "generate text from a prompt, streaming tokens");
   o->eng.add(cmd);
-  o->press.add(cmd);
+  add_press_options(cmd, o->press);
   cmd->add_option("-p,--prompt", o->prompt, "prompt text");
   cmd->add_option("-f,--file", o->prompt_file, "read the prompt from a file")->check(CLI::ExistingFile);
   cmd->add_option("-n,--n-predict", o->n_predict, "tokens to generate")->capture_default_str()->check(CLI::Range(0, 1 << 24));

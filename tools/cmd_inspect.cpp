@@ -6,7 +6,7 @@
 
 #include <filesystem>
 
-#include "cache_meta.h"
+#include "runtime/kvc_meta.h"
 #include "cli_common.h"
 #include "core/atomic_output.h"
 #include "core/error.h"

@@ -8,7 +8,7 @@
 #include "core/mapped_file.h"
 #include "core/progress.h"
 #include "core/timer.h"
-#include "cache_meta.h"
+#include "runtime/kvc_meta.h"
 #include "eval/inspect/page.h"
 #include "inspect_output.h"
 #include "press_options.h"
@@ -63,8 +63,8 @@ void register_run(CLI::App& app) {
   auto o = std::make_shared<RunOptions>();
   CLI::App* cmd = app.add_subcommand("run", "compress a context once and answer questions about it");
   o->eng.add(cmd);
-  o->press.add(cmd);
-  o->prompt.add(cmd);
+  add_press_options(cmd, o->press);
+  add_prompt_options(cmd, o->prompt);
   cmd->add_option("--context", o->context_file, "context text file")->check(CLI::ExistingFile);
   cmd->add_option("--context-text", o->context_text, "context given inline");
   cmd->add_option("--question", o->questions, "a question (repeatable)");

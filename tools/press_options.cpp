@@ -1,80 +1,26 @@
 #include "press_options.h"
 
-#include "core/error.h"
-#include "press/registry.h"
-#include "runtime/chat_parts.h"
-
 namespace kvs::cli {
 
-void PressOptions::add(CLI::App* cmd) {
-  cmd->add_option("--press", press, "compression method (see `kvshrink presses`)")->capture_default_str();
-  cmd->add_option("--keep", keep,
+void add_press_options(CLI::App* cmd, PressOptions& o) {
+  cmd->add_option("--press", o.press, "compression method (see `kvshrink presses`)")->capture_default_str();
+  cmd->add_option("--keep", o.keep,
                   "keep ratio: fraction of context tokens kept, in (0, 1]; 'auto' (or none) for presses that "
                   "choose their own");
-  cmd->add_option("--quality", quality, "target quality in (0, 1] for a calibrated press (instead of --keep)");
-  cmd->add_option("--budget", budget, "tokens kept per KV head (instead of --keep)")->check(CLI::Range(0, 1 << 30));
-  cmd->add_option("--sinks", sinks, "first tokens always kept (default: the press's)");
-  cmd->add_option("--window", window, "most recent tokens always kept (default: the press's)");
-  cmd->add_option("--opt", opts, "press option key=value (repeatable)");
-  cmd->add_option("--trigger", trigger, "when to compress: prefill, every:N (decode steps), memory:BYTES");
-  cmd->add_option("--press-seed", seed, "seed for randomised presses")->capture_default_str();
+  cmd->add_option("--quality", o.quality, "target quality in (0, 1] for a calibrated press (instead of --keep)");
+  cmd->add_option("--budget", o.budget, "tokens kept per KV head (instead of --keep)")->check(CLI::Range(0, 1 << 30));
+  cmd->add_option("--sinks", o.sinks, "first tokens always kept (default: the press's)");
+  cmd->add_option("--window", o.window, "most recent tokens always kept (default: the press's)");
+  cmd->add_option("--opt", o.opts, "press option key=value (repeatable)");
+  cmd->add_option("--trigger", o.trigger, "when to compress: prefill, every:N (decode steps), memory:BYTES");
+  cmd->add_option("--press-seed", o.seed, "seed for randomised presses")->capture_default_str();
 }
 
-std::optional<double> PressOptions::keep_ratio() const {
-  if (keep.empty() || keep == "auto") return std::nullopt;
-  char* end = nullptr;
-  const double k = std::strtod(keep.c_str(), &end);
-  if (*end || !(k > 0.0 && k <= 1.0)) fail("--keep must be a ratio in (0, 1] or 'auto', got '{}'", keep);
-  return k;
-}
-
-CompressionSpec PressOptions::spec() const {
-  SpecArgs a;
-  a.press = press;
-  a.options = parse_params(opts);
-  a.keep = keep_ratio();
-  a.budget = budget;
-  if (quality != 0) {
-    if (!(quality > 0.0 && quality <= 1.0)) fail("--quality must be in (0, 1], got {}", quality);
-    a.quality = quality;
-  }
-  a.sinks = sinks;
-  a.window = window;
-  a.trigger = trigger;
-  a.seed = seed;
-  return make_compression_spec(a);
-}
-
-void PromptOptions::add(CLI::App* cmd) {
-  cmd->add_flag("--chat", chat, "wrap context and question in the model's chat template");
-  cmd->add_option("--question-template", question_template,
+void add_prompt_options(CLI::App* cmd, PromptOptions& o) {
+  cmd->add_flag("--chat", o.chat, "wrap context and question in the model's chat template");
+  cmd->add_option("--question-template", o.question_template,
                   "how a question follows the context ({question} is replaced); default "
                   "'\\n\\nQuestion: {question}\\nAnswer:' (with --chat: '\\n\\n{question}')");
-}
-
-namespace {
-// Splits the rendered chat template around a marker so the context can be prefilled (and
-// compressed) before the question is known.
-std::pair<std::string, std::string> chat_parts(const Tokenizer& tok, const std::string& context) {
-  const ChatParts p = split_chat_template(tok);
-  return {p.head + context, p.tail};
-}
-}  // namespace
-
-std::vector<int32_t> PromptOptions::context_tokens(const Tokenizer& tok, const std::string& context) const {
-  if (chat) return tok.encode(chat_parts(tok, context).first, true, true);
-  return tok.encode(context, true, false);
-}
-
-std::vector<int32_t> PromptOptions::question_tokens(const Tokenizer& tok, const std::string& question) const {
-  std::string q = !question_template.empty() ? question_template
-                  : chat                       ? std::string("\n\n{question}")
-                                               : std::string("\n\nQuestion: {question}\nAnswer:");
-  const auto p = q.find("{question}");
-  if (p == std::string::npos) fail("--question-template must contain {{question}}");
-  q.replace(p, 10, question);
-  if (chat) q += chat_parts(tok, "").second;
-  return tok.encode(q, false, chat);
 }
 
 }  // namespace kvs::cli

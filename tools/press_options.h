@@ -1,38 +1,16 @@
-// Command-line options shared by the commands that compress (run, compress, ask, eval).
+// Command-line options shared by the commands that compress (run, compress, ask, eval, bench,
+// generate): the flags that fill kvs::PressOptions / kvs::PromptOptions (runtime/context_options.h).
 #pragma once
 #include <CLI/CLI.hpp>
 
-#include <optional>
-#include <string>
-#include <vector>
-
-#include "runtime/session.h"
+#include "runtime/context_options.h"
 
 namespace kvs::cli {
 
-struct PressOptions {
-  std::string press = "full";
-  std::string keep;     // "" or "auto": none (adaptive presses choose); else a ratio in (0, 1]
-  double quality = 0;   // > 0: target quality of a calibrated press (instead of keep)
-  int budget = 0;  // absolute tokens per head (overrides keep)
-  int sinks = -1;  // -1 = the press's default
-  int window = -1;
-  std::vector<std::string> opts;  // key=value press options
-  std::string trigger;            // empty = the press's default
-  uint64_t seed = 0;
-  void add(CLI::App* cmd);
-  CompressionSpec spec() const;  // validates; throws kvs::Error
-  // The keep ratio given (none for "" / "auto"); throws kvs::Error on anything else.
-  std::optional<double> keep_ratio() const;
-};
+using kvs::PressOptions;
+using kvs::PromptOptions;
 
-// How a context and a question become tokens.
-struct PromptOptions {
-  bool chat = false;
-  std::string question_template;  // empty = the default for the mode
-  void add(CLI::App* cmd);
-  std::vector<int32_t> context_tokens(const Tokenizer& tok, const std::string& context) const;
-  std::vector<int32_t> question_tokens(const Tokenizer& tok, const std::string& question) const;
-};
+void add_press_options(CLI::App* cmd, PressOptions& o);   // --press, --keep, --quality, --budget, --sinks, ...
+void add_prompt_options(CLI::App* cmd, PromptOptions& o); // --chat, --question-template
 
 }  // namespace kvs::cli

@@ -96,7 +96,7 @@ void Context::save(const std::string& path) const {
   detail::guarded([&] {
     const Impl& c = live(impl_);
     auto lock = detail::engine_lock(*c.model);
-    nlohmann::json meta = kvs::cli::cache_meta(*c.model->model, c.press, c.prompt, *c.ctx);
+    nlohmann::json meta = kvs::cache_meta(*c.model->model, c.press, c.prompt, *c.ctx);
     if (c.loaded_keep_chosen) meta["keep_chosen"] = *c.loaded_keep_chosen;
     kvs::save_cache(path, c.ctx->cache(), meta);
   });

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "cache_meta.h"     // tools/: the .kvc header fields `kvshrink compress` writes and `ask` reads
-#include "press_options.h"  // tools/: PressOptions / PromptOptions, the CLI's way to a CompressionSpec
+#include "runtime/kvc_meta.h"         // the .kvc header fields `kvshrink compress` writes and `ask` reads
+#include "runtime/context_options.h"  // PressOptions / PromptOptions, the options' way to a CompressionSpec
 #include "kvshrink/kvshrink.h"
 #include "model/model.h"
 #include "runtime/engine.h"
@@ -29,8 +29,8 @@ struct Model::Impl {
 struct Context::Impl {
   std::shared_ptr<Model::Impl> model;   // keeps the engine alive
   CompressOptions options;
-  kvs::cli::PressOptions press;         // the same options in the CLI's form (for the .kvc header)
-  kvs::cli::PromptOptions prompt;
+  kvs::PressOptions press;         // the same options in the CLI's form (for the .kvc header)
+  kvs::PromptOptions prompt;
   std::unique_ptr<kvs::CompressedContext> ctx;
   std::vector<int32_t> context_tokens;  // empty for a loaded context
   bool uncompressed_base = false;       // from Model::prefill: Context::compress derives from it
@@ -46,10 +46,10 @@ inline std::unique_lock<std::recursive_mutex> engine_lock(const Model::Impl& m) 
 }
 
 // The CLI's option form of `o` (key=value options sorted by key).
-kvs::cli::PressOptions press_options(const CompressOptions& o);
-kvs::cli::PromptOptions prompt_options(const CompressOptions& o);
+kvs::PressOptions press_options(const CompressOptions& o);
+kvs::PromptOptions prompt_options(const CompressOptions& o);
 // CompressOptions back from the CLI's form (a loaded .kvc).
-CompressOptions compress_options(const kvs::cli::PressOptions& p, const kvs::cli::PromptOptions& pr);
+CompressOptions compress_options(const kvs::PressOptions& p, const kvs::PromptOptions& pr);
 kvs::AnswerOptions answer_options(const SamplingOptions& s);
 Answer to_answer(const kvs::Answer& a);
 

@@ -152,12 +152,12 @@ Context Model::load(const std::string& kvc_path) {
     // As `kvshrink ask` loads a file: header checks, the model's fingerprint, then the body.
     auto lock = detail::engine_lock(*impl_);
     const nlohmann::json meta = kvs::read_cache_header(kvc_path);
-    kvs::cli::check_cache_model(meta, *impl_->model, kvc_path);
+    kvs::check_cache_model(meta, *impl_->model, kvc_path);
     kvs::LoadedCache lc = kvs::load_cache(kvc_path, impl_->engine->page_pool(), impl_->engine->kv_layout());
     auto c = std::make_unique<Context::Impl>();
     c->model = impl_;
-    c->press = kvs::cli::press_options_from_meta(meta);
-    c->prompt = kvs::cli::prompt_options_from_meta(meta);
+    c->press = kvs::press_options_from_meta(meta);
+    c->prompt = kvs::prompt_options_from_meta(meta);
     c->options = detail::compress_options(c->press, c->prompt);
     c->ctx = std::make_unique<kvs::CompressedContext>(*impl_->engine, c->press.spec());
     c->ctx->adopt(std::move(lc.cache), meta.value("full_bytes", size_t{0}), meta.value("full_slots", size_t{0}),

@@ -8,8 +8,8 @@
 
 namespace kvshrink::detail {
 
-kvs::cli::PressOptions press_options(const CompressOptions& o) {
-  kvs::cli::PressOptions p;
+kvs::PressOptions press_options(const CompressOptions& o) {
+  kvs::PressOptions p;
   p.press = o.press;
   if (o.keep) {
     if (!(*o.keep > 0.0 && *o.keep <= 1.0)) kvs::fail("keep must be a ratio in (0, 1], got {}", *o.keep);
@@ -32,16 +32,16 @@ kvs::cli::PressOptions press_options(const CompressOptions& o) {
   return p;
 }
 
-kvs::cli::PromptOptions prompt_options(const CompressOptions& o) {
+kvs::PromptOptions prompt_options(const CompressOptions& o) {
   if (!o.question_template.empty() && o.question_template.find("{question}") == std::string::npos)
     kvs::fail("question_template must contain {{question}}, got '{}'", o.question_template);
-  kvs::cli::PromptOptions p;
+  kvs::PromptOptions p;
   p.chat = o.chat;
   p.question_template = o.question_template;
   return p;
 }
 
-CompressOptions compress_options(const kvs::cli::PressOptions& p, const kvs::cli::PromptOptions& pr) {
+CompressOptions compress_options(const kvs::PressOptions& p, const kvs::PromptOptions& pr) {
   CompressOptions o;
   o.press = p.press;
   o.keep = p.keep_ratio();

@@ -9,7 +9,7 @@
 //   | u64 FNV-1a checksum of every preceding byte.
 // Header JSON fields: n_layer, n_head_kv, head_dim (integers 1..4096), dtype ("f32" | "f16"),
 // n_past (integer 0..2^30), slots (integer, the sum of the head lengths) — then whatever the
-// caller stored (see tools/cache_meta.h); optional keep_chosen (number in [0, 1] or null) and
+// caller stored (see runtime/kvc_meta.h); optional keep_chosen (number in [0, 1] or null) and
 // press_state (object). Unknown fields are kept and ignored.
 // Loading validates before trusting or allocating anything: magic, version, header size and
 // nesting, every header field's type and range (check_cache_header), the checksum, the shape

@@ -1,6 +1,6 @@
 // A press's per-sequence state (PressState) as JSON, the form the `.kvc` header stores it in
 // ("press_state": an object of arrays of finite numbers). Used by the CLI's .kvc headers
-// (tools/cache_meta) and the server's context store (server/context_file).
+// (runtime/kvc_meta) and the server's context store (server/context_file).
 #pragma once
 #include <nlohmann/json.hpp>
 

@@ -1,6 +1,6 @@
 // Stored contexts as .kvc files (kvcache/cache_file.h). The header carries the same fields as
 // `kvshrink compress` writes (model identity, press and parameters, keep ratios, press state,
-// full size; see tools/cache_meta.h), so `kvshrink ask DIR/<id>.kvc "question"` answers from a
+// full size; see runtime/kvc_meta.h), so `kvshrink ask DIR/<id>.kvc "question"` answers from a
 // context the server made, plus a "server" object: the id, creation time, format ("text" or
 // "chat") and the chat roles. Loading checks every field it uses (types, ranges, the model's
 // fingerprint, the press and options through make_compression_spec) before trusting it.

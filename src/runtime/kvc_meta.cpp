@@ -1,4 +1,4 @@
-#include "cache_meta.h"
+#include "runtime/kvc_meta.h"
 
 #include <fmt/format.h>
 
@@ -11,7 +11,7 @@
 #include "kvcache/header_fields.h"
 #include "press/registry.h"
 
-namespace kvs::cli {
+namespace kvs {
 
 nlohmann::json cache_meta(const Model& m, const PressOptions& po, const PromptOptions& pr, const CompressedContext& ctx) {
   nlohmann::json j;
@@ -147,4 +147,4 @@ PromptOptions prompt_options_from_meta(const nlohmann::json& meta) {
   return pr;
 }
 
-}  // namespace kvs::cli
+}  // namespace kvs

@@ -5,13 +5,13 @@
 
 #include "model/model.h"
 #include "press/press_state_json.h"  // press_state_to_json / press_state_from_meta
-#include "press_options.h"
+#include "runtime/context_options.h"
 #include "runtime/session.h"
 
-namespace kvs::cli {
+namespace kvs {
 
 nlohmann::json cache_meta(const Model& m, const PressOptions& po, const PromptOptions& pr, const CompressedContext& ctx);
-// Validates the tool's fields of a .kvc header (besides check_cache_header's layout fields):
+// Validates the fields of a .kvc header (besides check_cache_header's layout fields):
 // model_path / model_name / model_fingerprint / question_template strings, press a known press
 // whose press_options (array of "key=value" strings) it accepts, keep a number in (0, 1], budget
 // an integer 0..2^30, sinks / window integers -1..2^30, trigger "" or a valid trigger, seed a
@@ -27,4 +27,4 @@ PromptOptions prompt_options_from_meta(const nlohmann::json& meta);
 // The press's per-sequence state as saved in the header, and back (checked: an object of arrays
 // of finite numbers).
 
-}  // namespace kvs::cli
+}  // namespace kvs
