@@ -49,10 +49,8 @@ void run_eval_cmd(const EvalCliOptions& c) {
   require_ints("--lengths", c.lengths, 1, kMaxTokensOption);
   require_int("--sinks", c.sinks, -1, kMaxTokensOption);
   require_int("--window", c.window, -1, kMaxTokensOption);
-  if (!c.shard.empty()) {
-    int k = 0, n = 0;
-    eval::parse_shard(c.shard, k, n);  // refused before the model is loaded
-  }
+  int shard_k = 1, shard_n = 1;
+  if (!c.shard.empty()) eval::parse_shard(c.shard, shard_k, shard_n);  // refused before the model is loaded
   auto model = Model::load(c.eng.model);
   eval::EvalOptions o;
   o.tasks = c.tasks;
@@ -76,7 +74,8 @@ void run_eval_cmd(const EvalCliOptions& c) {
   o.out_dir = c.out;
   o.progress = !c.no_progress;
   o.fresh = c.fresh;
-  if (!c.shard.empty()) eval::parse_shard(c.shard, o.shard_k, o.shard_n);
+  o.shard_k = shard_k;
+  o.shard_n = shard_n;
   std::string lens;
   for (int l : o.task.lengths) lens += (lens.empty() ? "" : ",") + std::to_string(l);
   fmt::print(stderr, "eval: model {} | tasks {} | lengths {} | {} press(es) x keep {} | {}{}\n", model->name,

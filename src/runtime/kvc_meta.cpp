@@ -13,13 +13,19 @@
 
 namespace kvs {
 
-nlohmann::json cache_meta(const Model& m, const PressOptions& po, const PromptOptions& pr, const CompressedContext& ctx) {
-  nlohmann::json j;
+std::string fingerprint_hex(const Model& m) { return fmt::format("{:016x}", m.fingerprint); }
+
+void add_model_identity(nlohmann::json& j, const Model& m) {
   std::error_code ec;
   const auto abs = std::filesystem::absolute(m.path, ec);
   j["model_path"] = ec ? m.path : abs.string();
   j["model_name"] = m.name;
-  j["model_fingerprint"] = fmt::format("{:016x}", m.fingerprint);
+  j["model_fingerprint"] = fingerprint_hex(m);
+}
+
+nlohmann::json cache_meta(const Model& m, const PressOptions& po, const PromptOptions& pr, const CompressedContext& ctx) {
+  nlohmann::json j;
+  add_model_identity(j, m);
   j["press"] = po.press;
   j["press_options"] = po.opts;
   const auto keep = po.keep_ratio();
@@ -101,7 +107,7 @@ void check_cache_meta(const nlohmann::json& meta, const std::string& file) {
 void check_cache_model(const nlohmann::json& meta, const Model& m, const std::string& file) {
   check_cache_meta(meta, file);
   const std::string want = meta.value("model_fingerprint", std::string());
-  const std::string have = fmt::format("{:016x}", m.fingerprint);
+  const std::string have = fingerprint_hex(m);
   if (want != have)
     fail("{}: this compressed context was made with model '{}' (fingerprint {}), not '{}' ({})", file,
          meta.value("model_name", std::string("?")), want.empty() ? "missing" : want, m.name, have);

@@ -10,6 +10,11 @@
 
 namespace kvs {
 
+// The model's identity as a .kvc header records it: model_path (absolute when it can be made so),
+// model_name, model_fingerprint (16 hex digits). Shared by the CLI/API header and the server's.
+void add_model_identity(nlohmann::json& j, const Model& m);
+std::string fingerprint_hex(const Model& m);
+
 nlohmann::json cache_meta(const Model& m, const PressOptions& po, const PromptOptions& pr, const CompressedContext& ctx);
 // Validates the fields of a .kvc header (besides check_cache_header's layout fields):
 // model_path / model_name / model_fingerprint / question_template strings, press a known press

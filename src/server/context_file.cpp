@@ -4,13 +4,13 @@
 
 #include <cmath>
 #include <ctime>
-#include <filesystem>
 
 #include "core/error.h"
 #include "kvcache/cache_file.h"
 #include "kvcache/header_fields.h"
 #include "press/params.h"
 #include "press/press_state_json.h"
+#include "runtime/kvc_meta.h"
 
 namespace kvs::server {
 
@@ -24,11 +24,7 @@ nlohmann::json KvcContextCodec::header(const ServedContext& c) const {
   const BuiltContext& b = *c.built;
   const SpecArgs& a = c.args;
   nlohmann::json j;
-  std::error_code ec;
-  const auto abs = std::filesystem::absolute(model_.path, ec);
-  j["model_path"] = ec ? model_.path : abs.string();
-  j["model_name"] = model_.name;
-  j["model_fingerprint"] = fmt::format("{:016x}", model_.fingerprint);
+  add_model_identity(j, model_);
   j["press"] = a.press;
   std::vector<std::string> opts;
   for (const auto& [k, v] : a.options) opts.push_back(k + "=" + v);
@@ -67,7 +63,7 @@ std::shared_ptr<ServedContext> KvcContextCodec::load(const std::string& path, co
   const CacheHeaderLayout h = check_cache_header(meta, path);
   const HeaderFields f(meta, path);
   const std::string want = f.string_or("model_fingerprint", "");
-  const std::string have = fmt::format("{:016x}", model_.fingerprint);
+  const std::string have = fingerprint_hex(model_);
   if (want != have)
     fail("{}: made with model '{}' (fingerprint {}), not this server's '{}' ({})", path, f.string_or("model_name", "?"),
          want.empty() ? "missing" : want, model_.name, have);
