@@ -74,6 +74,25 @@ class Server:
         return self.proc.returncode
 
 
+class PeakRss:
+    """The server's peak RSS (KiB), sampled every `interval` s on a thread until stop()."""
+
+    def __init__(self, srv, interval):
+        self.peak = srv.rss()
+        self._done = threading.Event()
+
+        def sample():
+            while not self._done.is_set():
+                self.peak = max(self.peak, srv.rss())
+                time.sleep(interval)
+
+        threading.Thread(target=sample, daemon=True).start()
+
+    def stop(self):
+        self._done.set()
+        return self.peak
+
+
 def connect(port, src=None, timeout=30):
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     if src:
@@ -258,20 +277,12 @@ def huge_prompt(mb=7.9):
     srv = Server(["--max-body-mib", "8"])
     text = ("Once upon a time, there was a little girl named Lily. " * 200000)[: int(mb * 1e6)]
     rss0 = srv.rss()
-    peak = [rss0]
-    done = threading.Event()
-
-    def sample():
-        while not done.is_set():
-            peak[0] = max(peak[0], srv.rss())
-            time.sleep(0.05)
-
-    threading.Thread(target=sample, daemon=True).start()
+    peak = PeakRss(srv, 0.05)
     t0 = time.time()
     r = exchange(srv.port, post("/v1/completions", {"prompt": text, "max_tokens": 4}), timeout=120)
-    done.set()
+    peak_kib = peak.stop()
     report(f"{mb} MB prompt", status=status(r), code=(body_json(r) or {}).get("error", {}).get("code"),
-           seconds=round(time.time() - t0, 2), rss_growth_mib=round((peak[0] - rss0) / 1024, 1))
+           seconds=round(time.time() - t0, 2), rss_growth_mib=round((peak_kib - rss0) / 1024, 1))
     srv.stop()
 
 
@@ -411,15 +422,7 @@ def siege(slow_n=100, normal_n=32, seconds=60, quiet_s=20):
     srv = Server(ARGS.serve_args.split() if ARGS.serve_args else [])
     body = {"prompt": "Once upon a time", "max_tokens": ARGS.max_tokens, "temperature": 0, "ignore_eos": True}
     raw = post("/v1/completions", body)
-    peak = [srv.rss()]
-    done = threading.Event()
-
-    def sample():
-        while not done.is_set():
-            peak[0] = max(peak[0], srv.rss())
-            time.sleep(0.1)
-
-    threading.Thread(target=sample, daemon=True).start()
+    peak = PeakRss(srv, 0.1)
 
     def phase(duration, attackers):
         stop = threading.Event()
@@ -482,8 +485,7 @@ def siege(slow_n=100, normal_n=32, seconds=60, quiet_s=20):
     report(f"siege: quiet, {normal_n} clients, {quiet_s} s", **quiet)
     attacked = phase(seconds, slow_n)
     report(f"siege: +{slow_n} slow clients, {seconds} s", **attacked)
-    done.set()
-    peak_mib = round(peak[0] / 1024, 1)
+    peak_mib = round(peak.stop() / 1024, 1)
     report("siege: server", rss_start_mib=round(rss0 / 1024, 1), rss_peak_mib=peak_mib,
            p99_ratio=round(attacked["p99_s"] / quiet["p99_s"], 2) if quiet["p99_s"] and attacked["p99_s"] else None)
     srv.stop()
@@ -507,7 +509,8 @@ def siege(slow_n=100, normal_n=32, seconds=60, quiet_s=20):
 ATTACKS = {
     "chunked": chunked_body, "content_length": content_length_lies, "slow": slow_clients, "cross_site": cross_site,
     "prompt": huge_prompt, "port": taken_port, "sigterm": sigterm_stream, "kill9": kill9_persist,
-    "malformed": malformed, "siege": siege,
+    "malformed": malformed,
+    "siege": lambda: siege(ARGS.slow_clients, ARGS.normal_clients, ARGS.seconds, ARGS.quiet_seconds),
 }
 
 
@@ -527,9 +530,6 @@ def main():
     p.add_argument("--rss-bound-mib", type=float, default=256, help="siege: the server's peak RSS bound")
     p.add_argument("--serve-args", default="", help="siege: extra `kvshrink serve` flags")
     ARGS = p.parse_args()
-    if ARGS.only == "siege":
-        siege(ARGS.slow_clients, ARGS.normal_clients, ARGS.seconds, ARGS.quiet_seconds)
-        return
     for name in ARGS.only.split(","):
         try:
             ATTACKS[name]()
