@@ -151,26 +151,36 @@ CURRICULA["v7_len2048"] = dict(
 
 # v8 (issue 27): the shape of real models (head_dim 64, 8 layers, 6 query / 3 KV heads, hidden 384:
 # train.py --layers 8 --hidden 384 --ffn 1024 --heads 6 --kv-heads 3) on v7's phases plus a
-# 2,048-token phase, with question-side retrieval: the key tokens of a question's first mention
-# (after the first) are answers (qkey_w, tasks.question_pieces), so the question's own tokens must
-# attend to the needle; multi-token keys dominate so that there is something to retrieve.
-def niah_v8(max_needles, digits=0.7, early=False):
+# 2,048-token phase, with
+#  * question-side retrieval: the key tokens of a question's first mention (after the first) are
+#    answers (qkey_w, tasks.question_pieces), in needles and key: value lists, so the question's own
+#    tokens must attend to the needle; multi-token keys dominate so that there is something to
+#    retrieve;
+#  * multi-needle / multi-question: up to 8 needles and 4 questions per sequence (each answer right
+#    after its question), and RULER's multikey_2 format (needle_hay: a haystack made only of needle
+#    lines, every line a distractor), besides dense recall (mqar);
+#  * streamed text (tasks.gen_stream): book / essay windows starting at any token, as the perplexity
+#    evals cut them, half of the text share.
+# Phase 1 keeps v7's lesson: one-hop lookups of single-token values on 128-256 tokens first.
+def niah_v8(max_needles, digits=0.7, early=False, needle_hay=0.2):
     base = dict(NIAH_MIX) if early else niah(max_needles, multivalue=0.1, digits=digits)
     return dict(base, key_kinds={"word1": 0.2, "adjnoun": 0.8}, max_needles=max_needles, max_queries=4,
-                qkey_w=2.0)
+                qkey_w=2.0, needle_hay=needle_hay)
 
 
 def later_v8(max_needles, max_pairs, mqar_pairs, hops, chains, partial):
     return dict(later(max_needles, max_pairs, mqar_pairs, hops, chains, partial), niah=niah_v8(max_needles),
-                rep=dict(words=0.5))
+                kv=dict(kv(max_pairs), qkey_w=2.0), rep=dict(words=0.5), stream={})
 
 
-V8_MIX = {"niah": 0.45, "kv": 0.1, "mqar": 0.05, "vt": 0.05, "copy": 0.1, "rep": 0.05, "text": 0.2}
+V8_MIX = {"niah": 0.45, "kv": 0.1, "mqar": 0.05, "vt": 0.05, "copy": 0.1, "rep": 0.05, "text": 0.08, "stream": 0.12}
+V8_LOOKUP_MIX = {"niah": 0.35, "kv": 0.15, "mqar": 0.1, "copy": 0.1, "rep": 0.1, "text": 0.1, "stream": 0.1}
 CURRICULA["v8"] = dict(
     tokens_per_step=4096, warmup=100, lr=5e-4, min_lr_frac=0.1,
     phases=[
-        dict(CURRICULA["v7"]["phases"][0],
-             params=dict(CURRICULA["v7"]["phases"][0]["params"], niah=niah_v8(3, early=True))),
+        dict(CURRICULA["v7"]["phases"][0], mix=V8_LOOKUP_MIX,
+             params=dict(CURRICULA["v7"]["phases"][0]["params"], niah=niah_v8(3, early=True, needle_hay=0.1),
+                         stream={})),
         dict(name="digits", steps=400, lens={256: 1.0}, mix=V8_MIX, params=later_v8(4, 16, 24, 3, 2, 0.4)),
         dict(name="len512", steps=500, lens={512: 0.75, 256: 0.25}, mix=V8_MIX, params=later_v8(6, 32, 48, 4, 2, 0.5)),
         dict(name="len1024", steps=800, lens={1024: 0.7, 512: 0.3}, mix=V8_MIX, params=later_v8(8, 48, 64, 4, 3, 0.5)),
@@ -181,6 +191,12 @@ CURRICULA["v8"] = dict(
 # a few-minute pipeline check: same phases, tiny step counts
 CURRICULA["tiny"] = dict(CURRICULA["v7"], warmup=20, phases=[
     dict(p, steps=s) for p, s in zip(CURRICULA["v7"]["phases"], [60, 30, 20, 10])])
+
+
+# the same for v8's five phases (every v8 task and length up to 2,048), in 2,048-token steps: at the
+# v8 shape one 4,096-token step takes ~15 s on one core, so this is ~3 minutes plus the evals
+CURRICULA["tiny_v8"] = dict(CURRICULA["v8"], warmup=5, tokens_per_step=2048, phases=[
+    dict(p, steps=s) for p, s in zip(CURRICULA["v8"]["phases"], [4, 3, 3, 2, 2])])
 
 
 def total_steps(cur):

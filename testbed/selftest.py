@@ -63,6 +63,29 @@ def main():
     # copy-partial examples concatenate ids like KVzip (not string-exact); a few byte-fallback
     # characters cut by a window also differ
     check(mism <= 0.15 * n, "string round trip of generated sequences: %d/%d differ" % (mism, n))
+    # v8: every phase and length builds, deterministically; question-side key tokens (qkey) present;
+    # RULER multikey_2 sequences (needle_hay) and streamed text round-trip through the string
+    v8 = CURRICULA["v8"]
+    for ph in v8["phases"]:
+        for L in ph["lens"]:
+            x, w, k, tasks = T.make_batch(R, 1, 5, L, max(1, 4096 // L), ph["mix"], ph["params"])
+            x2, _, k2, _ = T.make_batch(R, 1, 5, L, max(1, 4096 // L), ph["mix"], ph["params"])
+            check(x.shape[1] == L and (x == x2).all() and (k == k2).all() and (x[:, 0] == tok.bos).all(),
+                  "v8 %s L=%d: shape, BOS and determinism (tasks %s)" % (ph["name"], L, ",".join(sorted(set(tasks)))))
+    p8 = v8["phases"][3]["params"]
+    nq = rt = nn = 0
+    for i in range(20):
+        ex = T.gen_niah(R, rng, 1024, dict(p8["niah"], needle_hay=1.0))
+        if ex is None:
+            continue
+        nn += 1
+        nq += int((ex[2] == T.K_QKEY).any())
+        ids = [int(v) for v in ex[0] if v != 0]
+        rt += tok.encode(tok.decode(ids[1:])) == ids[1:]
+    check(nn >= 18 and nq >= 0.6 * nn and rt >= 0.9 * nn,
+          "v8 needle_hay: %d built, %d with question-side key tokens, %d round-trip" % (nn, nq, rt))
+    ex = T.gen_stream(R, rng, 512, {})
+    check(len(ex[0]) == 512 and (ex[2][1:] == T.K_TEXT).all(), "v8 stream: 511 text tokens after BOS")
     for L in (256, 1024):
         ids, ans, depth = T.make_eval_niah(R, 12345, 3, L)
         check(len(ids) == L and ans.isdigit() and len(ans) == 7, "eval prompt L=%d, answer %s" % (L, ans))

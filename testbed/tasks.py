@@ -25,6 +25,9 @@ Tasks (see make_example):
          "... starting with " + 8 tokens + next chunk; CTX has a random length
   mqar   dense multi-query associative recall: " k: v," pairs, then "Recall:" and keys in random
          order, each followed by its value
+  stream (v8) BOS + a window of a book / essay starting at any token, as the perplexity evals cut it
+v8 options: qkey_w (niah, kv: the key tokens of a question are predicted from the needle, see
+question_pieces) and niah needle_hay (RULER multikey_2: a haystack of needles, one per line).
 Held-out evaluation (make_eval_niah) uses keys from a word pool never used in training, values
 from a separate RNG stream, and the 49 NIAH essays as haystack (or held-out PG-19 / WikiText).
 """
@@ -279,7 +282,10 @@ def _tv(vkind):
 
 
 def gen_niah(R, rng, L, p, pool="train", hay_pool="train"):
-    """p: dict with keys key_kinds, value_kinds, max_needles, max_queries, multivalue, templates."""
+    """p: dict with keys key_kinds, value_kinds, max_needles, max_queries, multivalue, templates;
+    v8 adds qkey_w (question_pieces) and needle_hay (share of gen_niah_needle_hay sequences)."""
+    if p.get("needle_hay") and rng.random() < p["needle_hay"]:  # no draw when absent: v7 unchanged
+        return gen_niah_needle_hay(R, rng, L, p, pool)
     vkind = choose(rng, p["value_kinds"])
     kkind = choose(rng, p["key_kinds"])
     tv = _tv(vkind)
@@ -330,6 +336,60 @@ def gen_niah(R, rng, L, p, pool="train", hay_pool="train"):
     return b.finish(L)
 
 
+def gen_niah_needle_hay(R, rng, L, p, pool="train"):
+    """RULER niah_multikey_2 (the engine's `ruler_niah_multikey_2`, src/eval/tasks_niah.cpp): the
+    RULER header, then a haystack made only of needles, one per line ("One of the special magic
+    numbers for KEY is: VALUE." at line starts), as many as fit; 1..max_queries of them asked
+    (RULER wording), each answer right after its question. Every line is a distractor for the
+    others, so the question (and its key tokens, qkey_w) must find the one line with its key."""
+    vkind = choose(rng, p["value_kinds"])
+    kkind = choose(rng, p["key_kinds"])
+    tv = _tv(vkind)
+    T = niah_templates(tv)[0]
+    head = R.tok.encode(T["header"].rstrip("\n"))
+    line_fmt = "\n" + T["needle"][1:]  # "\nOne of the special magic ... for {k} is: {v}."
+    n_q_max = int(rng.integers(1, p.get("max_queries", 4) + 1))
+    lines, keys, vals = [], [], []
+    used = 1 + len(head)
+    tail_est = 2 * (len(R.cont(T["q"].format(k="x-y"))) + 16)
+    for _ in range(L):
+        k = make_key(R, rng, kkind, pool)
+        if k in keys:
+            continue
+        v = make_value(R, rng, vkind, pool)
+        ids = R.cont(line_fmt.format(k=k, v=v))
+        if used + len(ids) + n_q_max * tail_est // 2 > L:
+            break
+        lines.append(ids)
+        keys.append(k)
+        vals.append(v)
+        used += len(ids)
+    if len(lines) < 2:
+        return None
+    tail = []
+    for i in rng.permutation(len(keys))[:n_q_max]:
+        piece = question_pieces(R, R.cont(T["q"].format(k=keys[i])), keys[i], p.get("qkey_w"))
+        ans = (R.cont(" " + vals[i] + "."), W_ANS)
+        if used + sum(len(x[0]) for x in piece) + len(ans[0]) > L:
+            break
+        tail.extend(piece)
+        tail.append(ans)
+        used += sum(len(x[0]) for x in piece) + len(ans[0])
+    if not tail:
+        return None
+    b = Builder(R.tok.bos)
+    b.add(head, W_TEXT)
+    for ids in lines:
+        b.add(ids, W_RAND)
+    for piece in tail:
+        b.add(*piece)
+    r = L - len(b)
+    if r > 2:  # fill with text after a blank line (as the other tasks fill with text before)
+        b.add([R.tok.nl, R.tok.nl], W_TEXT)
+        b.add(window(R, rng, pick_doc(R, rng), r - 2, at="line"), W_TEXT)
+    return b.finish(L)
+
+
 def question_pieces(R, qids, key, qkey_w):
     """A question as (ids, weight[, kind]) pieces. With qkey_w (v8), the tokens of the key's first
     mention in the question after its first token get weight qkey_w (kind K_QKEY): they can only
@@ -375,10 +435,10 @@ def gen_kv(R, rng, L, p, pool="train"):
     qi = rng.permutation(n)[:n_q]
     tail = []
     for i in qi:
-        tail.append((R.cont(qfmt.format(k=keys[i])), W_TEXT))
+        tail.extend(question_pieces(R, R.cont(qfmt.format(k=keys[i])), keys[i], p.get("qkey_w")))
         tail.append((R.cont(afmt.format(v=vals[i])), W_ANS))
     core = head + [i for l in lines for i in l]
-    n_tail = sum(len(x) for x, _ in tail)
+    n_tail = sum(len(x[0]) for x in tail)
     n_pre = L - 1 - len(core) - n_tail
     if n_pre < 0:
         return None
@@ -387,8 +447,8 @@ def gen_kv(R, rng, L, p, pool="train"):
     b.add(head, W_TEXT)
     for l in lines:
         b.add(l, W_RAND)
-    for ids, w in tail:
-        b.add(ids, w)
+    for piece in tail:
+        b.add(*piece)
     return b.finish(L)
 
 
@@ -538,7 +598,29 @@ def gen_text(R, rng, L, p):
     return b.finish(L)
 
 
-GENS = {"rep": gen_rep, "text": gen_text, "niah": gen_niah, "kv": gen_kv, "vt": gen_vt, "copy": gen_copy, "mqar": gen_mqar}
+# long-form documents for "stream" (books and essays: text whose next token depends on far context)
+STREAM_DOCS = {"ruler_pg_essays": 0.4, "pg19_22424": 0.2, "pg19_10985": 0.3, "pg19_10321": 0.1}
+
+
+def gen_stream(R, rng, L, p):
+    """Streamed text, as the engine's perplexity tasks (ppl_wikitext2 / ppl_pg19) cut it: BOS, then
+    L - 1 consecutive tokens of a long document starting at ANY token (mid-word, mid-sentence), not
+    at a word start as `text` does; mostly long-form books and essays (STREAM_DOCS) so that a
+    2,048-token window has long-range structure to use. v8."""
+    docs = p.get("docs", STREAM_DOCS)
+    name = choose(rng, docs)
+    ids = R.docs["train/" + name].ids
+    n = L - 1
+    if len(ids) <= n:
+        ids = np.tile(ids, n // len(ids) + 2)
+    start = int(rng.integers(0, len(ids) - n + 1))
+    b = Builder(R.tok.bos)
+    b.add(ids[start:start + n], W_TEXT)
+    return b.finish(L)
+
+
+GENS = {"rep": gen_rep, "text": gen_text, "niah": gen_niah, "kv": gen_kv, "vt": gen_vt, "copy": gen_copy, "mqar": gen_mqar,
+        "stream": gen_stream}
 
 
 def make_example(R, rng, L, mix, params):

@@ -249,6 +249,7 @@ def main():
                 step, ph["name"], L, rec["loss"], rec.get("loss_text", float("nan")), rec.get("loss_ans", float("nan")),
                 rec.get("acc_ans", float("nan")), rec.get("loss_copy", float("nan")), rec.get("acc_copy", float("nan")),
                 lr, float(gn), rec["tok_s"], tok_total, rec["elapsed_min"]) +
+                (" | qkey %.3f (acc %.2f)" % (rec["loss_qkey"], rec["acc_qkey"]) if "loss_qkey" in rec else "") +
                 " | value acc " + " ".join("%s %.2f" % kv for kv in rec["task_acc"].items()))
             acc = {"loss": 0.0, "n": 0, "tokens": 0, "t": time.time()}
             by_w = {}
