@@ -12,6 +12,7 @@
 
 #include "cli_common.h"
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "press/params.h"
 #include "server/server.h"
 
@@ -25,6 +26,8 @@ struct ServeCliOptions {
   std::string api_key, api_key_env = "KVSHRINK_API_KEY";
   std::string max_kv_bytes = "0";
   std::string contexts_dir, model_id;
+  std::string contexts_url, contexts_prefix = "kvshrink:", contexts_password_file;
+  int contexts_timeout_ms = 1000;
   double contexts_resident_mib = 0, contexts_disk_mib = 0;
   int64_t contexts_ttl_s = 0;
   server::SchedulerOptions sched;
@@ -106,6 +109,24 @@ void run_serve(ServeCliOptions o) {
   so.engine.kv_max_bytes = cap;
   so.scheduler = o.sched;
   so.contexts_dir = o.contexts_dir;
+  if (!o.contexts_url.empty()) {
+    require_int("--contexts-timeout-ms", o.contexts_timeout_ms, 1, 600000);
+    so.redis.url = o.contexts_url;
+    so.redis.prefix = o.contexts_prefix;
+    so.redis.client.timeout = std::chrono::milliseconds(o.contexts_timeout_ms);
+    so.redis.client.retry = std::chrono::milliseconds(std::max(o.contexts_timeout_ms, 1000));
+    // The password: a file (first line) or the environment, never the command line.
+    if (!o.contexts_password_file.empty()) {
+      std::string pw = read_file(o.contexts_password_file);
+      pw = pw.substr(0, pw.find_first_of("\r\n"));
+      if (pw.empty()) fail("--contexts-password-file {}: the file's first line is empty", o.contexts_password_file);
+      so.redis.client.password = pw;
+    } else if (const char* pw = std::getenv("KVSHRINK_REDIS_PASSWORD"); pw && *pw) {
+      so.redis.client.password = pw;
+    }
+  } else if (!o.contexts_password_file.empty() || o.contexts_prefix != "kvshrink:") {
+    fail("--contexts-password-file and --contexts-prefix configure the Redis store: give --contexts-url too");
+  }
   so.contexts.resident_bytes = static_cast<size_t>(o.contexts_resident_mib * 1048576.0);
   so.contexts.disk_bytes = static_cast<size_t>(o.contexts_disk_mib * 1048576.0);
   so.contexts.ttl_s = o.contexts_ttl_s;
@@ -170,9 +191,20 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--step-delay-ms", o->sched.step_delay_ms, "pause after every batched step (tests, demos)")
       ->capture_default_str();
   cmd->add_option("--contexts-dir", o->contexts_dir, "persist compressed contexts as .kvc files here (reloaded at start)");
+  cmd->add_option("--contexts-url", o->contexts_url,
+                  "share compressed contexts with other replicas through Redis: redis://HOST[:PORT][/DB] (password: "
+                  "$KVSHRINK_REDIS_PASSWORD or --contexts-password-file; docs/deploy.md)");
+  cmd->add_option("--contexts-prefix", o->contexts_prefix, "prefix of the Redis keys (one per model or deployment)")
+      ->capture_default_str();
+  cmd->add_option("--contexts-password-file", o->contexts_password_file,
+                  "file whose first line is the Redis password (else $KVSHRINK_REDIS_PASSWORD)");
+  cmd->add_option("--contexts-timeout-ms", o->contexts_timeout_ms,
+                  "Redis connect and command timeout; past it context operations answer 503 (and fail fast for a "
+                  "second)")
+      ->capture_default_str();
   cmd->add_option("--contexts-resident-mib", o->contexts_resident_mib,
                   "KV MiB the stored contexts may hold in memory (0: no limit); past it the least recently used are "
-                  "dropped from memory and loaded back from --contexts-dir when used (without a directory: deleted)")
+                  "dropped from memory and loaded back from --contexts-dir or Redis when used (without either: deleted)")
       ->check(CLI::Range(0.0, 1e9));
   cmd->add_option("--contexts-ttl", o->contexts_ttl_s,
                   "seconds a stored context may go unused before it is deleted (0: never)")

@@ -105,7 +105,7 @@ bool all_finite(const uint8_t* rows, size_t n_values, DType dt) {
 
 }  // namespace
 
-void save_cache(const std::string& path, const KvCache& cache, const nlohmann::json& meta) {
+std::vector<uint8_t> encode_cache(const KvCache& cache, const nlohmann::json& meta) {
   const KvLayout& l = cache.layout();
   nlohmann::json h = meta.is_object() ? meta : nlohmann::json::object();
   h["n_layer"] = l.n_layer;
@@ -133,7 +133,12 @@ void save_cache(const std::string& path, const KvCache& cache, const nlohmann::j
     }
   }
   w.put<uint64_t>(fnv1a(kFnv1aInit, w.buf().data(), w.buf().size()));
-  write_file_atomic(path, w.buf().data(), w.buf().size());  // unique temporary, fsync, rename
+  return std::move(w.buf());
+}
+
+void save_cache(const std::string& path, const KvCache& cache, const nlohmann::json& meta) {
+  const std::vector<uint8_t> bytes = encode_cache(cache, meta);
+  write_file_atomic(path, bytes.data(), bytes.size());  // unique temporary, fsync, rename
 }
 
 CacheHeaderLayout check_cache_header(const nlohmann::json& j, const std::string& path) {

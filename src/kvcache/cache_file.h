@@ -23,6 +23,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kvcache/kv_cache.h"
 
@@ -50,6 +51,8 @@ CacheHeaderLayout check_cache_header(const nlohmann::json& header, const std::st
 
 // Writes `cache` with `meta` (any JSON object; the layout and n_past are added) atomically.
 void save_cache(const std::string& path, const KvCache& cache, const nlohmann::json& meta);
+// The same file's bytes in memory (a shared context store writes them to Redis).
+std::vector<uint8_t> encode_cache(const KvCache& cache, const nlohmann::json& meta);
 
 struct LoadedCache {
   nlohmann::json meta;  // everything the header holds

@@ -322,6 +322,7 @@ void HttpServer::handle_create_context(const httplib::Request&, httplib::Respons
                         param, "context_length_exceeded");
     in.compression = r.compression ? *r.compression : no_compression();
     in.context.compression = in.compression.echo;
+    sched_.check_context_store();  // a shared store that is down: 503 now, not after the prefill
     auto job = std::make_shared<Job>(std::move(in));
     sched_.submit(job);
     const ConnectionWatch watch;
@@ -384,17 +385,25 @@ void HttpServer::handle_list_contexts(const httplib::Request& req, httplib::Resp
 }
 
 void HttpServer::handle_get_context(const httplib::Request& req, httplib::Response& res) {
-  const std::string id = req.matches.size() > 1 ? req.matches[1].str() : "";
-  const std::optional<ContextInfo> ci = valid_context_id(id) ? sched_.context_info(id) : std::nullopt;
-  if (!ci) return send_error(res, not_found(fmt::format("no context '{}'", id.substr(0, 64)), "context_not_found"));
-  res.set_content(dump_json(ci->to_json(opt_.model_id)), "application/json");
+  try {
+    const std::string id = req.matches.size() > 1 ? req.matches[1].str() : "";
+    const std::optional<ContextInfo> ci = valid_context_id(id) ? sched_.context_info(id) : std::nullopt;
+    if (!ci) return send_error(res, not_found(fmt::format("no context '{}'", id.substr(0, 64)), "context_not_found"));
+    res.set_content(dump_json(ci->to_json(opt_.model_id)), "application/json");
+  } catch (const ApiError& e) {  // a shared store: 503, 409
+    send_error(res, e);
+  }
 }
 
 void HttpServer::handle_delete_context(const httplib::Request& req, httplib::Response& res) {
-  const std::string id = req.matches.size() > 1 ? req.matches[1].str() : "";
-  if (!valid_context_id(id) || !sched_.remove_context(id))
-    return send_error(res, not_found(fmt::format("no context '{}'", id.substr(0, 64)), "context_not_found"));
-  res.set_content(dump_json({{"id", id}, {"object", "context.deleted"}, {"deleted", true}}), "application/json");
+  try {
+    const std::string id = req.matches.size() > 1 ? req.matches[1].str() : "";
+    if (!valid_context_id(id) || !sched_.remove_context(id))
+      return send_error(res, not_found(fmt::format("no context '{}'", id.substr(0, 64)), "context_not_found"));
+    res.set_content(dump_json({{"id", id}, {"object", "context.deleted"}, {"deleted", true}}), "application/json");
+  } catch (const ApiError& e) {  // a shared store: 503, 409
+    send_error(res, e);
+  }
 }
 
 }  // namespace kvs::server

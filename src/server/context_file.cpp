@@ -6,6 +6,7 @@
 #include <ctime>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "kvcache/cache_file.h"
 #include "kvcache/header_fields.h"
 #include "press/params.h"
@@ -58,8 +59,18 @@ void KvcContextCodec::save(const ServedContext& c, const std::string& path) {
   save_cache(path, *c.built->seq.cache, header(c));
 }
 
+std::vector<uint8_t> KvcContextCodec::encode(const ServedContext& c) const {
+  return encode_cache(*c.built->seq.cache, header(c));
+}
+
 std::shared_ptr<ServedContext> KvcContextCodec::load(const std::string& path, const std::string& id) {
-  const nlohmann::json meta = read_cache_header(path);
+  const MappedFile f(path);
+  return decode(f.data(), f.size(), path, id);
+}
+
+std::shared_ptr<ServedContext> KvcContextCodec::decode(const uint8_t* data, size_t n, const std::string& path,
+                                                       const std::string& id) {
+  const nlohmann::json meta = parse_cache_header(data, n, path);
   const CacheHeaderLayout h = check_cache_header(meta, path);
   const HeaderFields f(meta, path);
   const std::string want = f.string_or("model_fingerprint", "");
@@ -113,7 +124,7 @@ std::shared_ptr<ServedContext> KvcContextCodec::load(const std::string& path, co
   }
   info.compression = echo;
 
-  LoadedCache lc = load_cache(path, engine_.page_pool(), engine_.kv_layout());
+  LoadedCache lc = load_cache(data, n, path, engine_.page_pool(), engine_.kv_layout());
   auto b = std::make_shared<BuiltContext>();
   b->spec = spec;
   b->seq.cache = std::move(lc.cache);

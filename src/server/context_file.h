@@ -20,6 +20,10 @@ class KvcContextCodec : public ContextCodec {
   KvcContextCodec(Engine& engine, const Model& model) : engine_(engine), model_(model) {}
   void save(const ServedContext& c, const std::string& path) override;
   std::shared_ptr<ServedContext> load(const std::string& path, const std::string& id) override;
+  std::vector<uint8_t> encode(const ServedContext& c) const override;
+  // `name` names the bytes in errors (the Redis key, the file).
+  std::shared_ptr<ServedContext> decode(const uint8_t* data, size_t n, const std::string& name,
+                                        const std::string& id) override;
 
   // The header written for `c` (without the layout fields save_cache adds).
   nlohmann::json header(const ServedContext& c) const;

@@ -6,6 +6,7 @@
 #pragma once
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,10 @@ class ContextCodec {
   virtual void save(const ServedContext& c, const std::string& path) = 0;
   // Throws kvs::Error (naming the file and why) when the file cannot be used with this model.
   virtual std::shared_ptr<ServedContext> load(const std::string& path, const std::string& id) = 0;
+  // The same as bytes in memory (a store shared through Redis).
+  virtual std::vector<uint8_t> encode(const ServedContext& c) const = 0;
+  virtual std::shared_ptr<ServedContext> decode(const uint8_t* data, size_t n, const std::string& name,
+                                                const std::string& id) = 0;
 };
 
 // What a store may keep (`kvshrink serve --contexts-resident-mib / --contexts-ttl /
@@ -71,6 +76,16 @@ class ContextStore {
   // that is on disk and not in `in_use` from memory. False when there is none.
   virtual bool release_for_kv(const std::vector<const ServedContext*>& in_use) { (void)in_use; return false; }
   virtual StoreStats stats() const = 0;
+
+  // A store shared by several servers (Redis, redis_context_store.h) is the truth for which
+  // contexts exist: the handlers ask it directly instead of the scheduler's copy of list(). These
+  // three are thread-safe; they throw ApiError (503: the store cannot be reached, 409: a context
+  // made with another model).
+  virtual bool shared() const { return false; }
+  virtual std::optional<ContextInfo> lookup(const std::string& id) const { (void)id; return std::nullopt; }
+  virtual std::vector<ContextInfo> lookup_all() const { return {}; }
+  // Throws ApiError 503 when a new context could not be stored now (checked before it is prefilled).
+  virtual void check_writable() const {}
 };
 
 // Contexts in memory, with the policy's bookkeeping; the directory store (dir_context_store.h)

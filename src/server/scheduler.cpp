@@ -98,6 +98,7 @@ int Scheduler::retry_after_s() const {
 }
 
 std::optional<ContextInfo> Scheduler::context_info(const std::string& id) const {
+  if (store_.shared()) return store_.lookup(id);  // thread-safe; the shared store is the truth
   std::lock_guard<std::mutex> l(mu_);
   const auto it = infos_.find(id);
   if (it == infos_.end()) return std::nullopt;
@@ -105,6 +106,7 @@ std::optional<ContextInfo> Scheduler::context_info(const std::string& id) const 
 }
 
 std::vector<ContextInfo> Scheduler::contexts() const {
+  if (store_.shared()) return store_.lookup_all();  // in creation order
   std::lock_guard<std::mutex> l(mu_);
   std::vector<ContextInfo> out;
   for (const auto& [id, i] : infos_) out.push_back(i);
@@ -125,6 +127,9 @@ bool Scheduler::remove_context(const std::string& id) {
       bool removed = false;
       try {
         removed = store_.remove(id);
+      } catch (const ApiError&) {
+        done->set_exception(std::current_exception());  // a shared store: 503 (unreachable), 409 (another model)
+        return;
       } catch (...) {
       }
       if (removed) {
@@ -135,8 +140,10 @@ bool Scheduler::remove_context(const std::string& id) {
     });
   }
   cv_.notify_all();
-  return f.get();
+  return f.get();  // rethrows the ApiError
 }
+
+void Scheduler::check_context_store() const { store_.check_writable(); }
 
 size_t Scheduler::cap_pages() const {
   const PagePool& p = const_cast<Engine&>(engine_).page_pool();
@@ -278,7 +285,14 @@ void Scheduler::admit() {
     const JobInput& in = job->input;
     if (!in.context_id.empty()) {
       try {
-        ctx = store_.get(in.context_id);  // loaded back from disk if it was dropped from memory
+        ctx = store_.get(in.context_id);  // loaded back from disk (or Redis) if it is not in memory
+      } catch (const ApiError& e) {  // a shared store: 503 (unreachable), 409 (another model)
+        {
+          std::lock_guard<std::mutex> l(mu_);
+          queue_.pop_front();
+        }
+        job->fail(e);
+        continue;
       } catch (const std::exception& e) {
         {
           std::lock_guard<std::mutex> l(mu_);

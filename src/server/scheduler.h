@@ -64,8 +64,11 @@ class Scheduler {
   std::optional<ContextInfo> context_info(const std::string& id) const;
   std::vector<ContextInfo> contexts() const;
   // Drops a context (on the scheduler thread, between steps); false if unknown. Questions
-  // running on it finish normally (their forks keep the pages they share until then).
+  // running on it finish normally (their forks keep the pages they share until then). Throws
+  // the shared store's ApiError (503, 409).
   bool remove_context(const std::string& id);
+  // Throws ApiError 503 when a new context could not be stored now (a shared store that is down).
+  void check_context_store() const;
 
   // Seconds a refused client should wait before retrying (429's Retry-After): the queue ahead of
   // it times the mean time a request runs, over the parallel slots; 1..60.

@@ -8,7 +8,12 @@ namespace kvs::server {
 Server::Server(const Model& model, ServeOptions opt) {
   engine_ = std::make_unique<Engine>(model, opt.engine);
   codec_ = std::make_unique<KvcContextCodec>(*engine_, model);
-  if (opt.contexts_dir.empty())
+  if (!opt.redis.url.empty() && !opt.contexts_dir.empty())
+    fail("--contexts-url and --contexts-dir both given: contexts live in one place (Redis, shared by replicas, or a "
+         "directory of this server)");
+  if (!opt.redis.url.empty())
+    store_ = std::make_unique<RedisContextStore>(opt.redis, *codec_, model);
+  else if (opt.contexts_dir.empty())
     store_ = std::make_unique<MemoryContextStore>();
   else
     store_ = std::make_unique<DirContextStore>(opt.contexts_dir, *codec_);

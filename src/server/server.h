@@ -1,5 +1,5 @@
-// `kvshrink serve` assembled: the engine (with the KV cap), the context store (memory or a
-// directory of .kvc files), the metrics, the scheduler thread and the HTTP front end. Used by
+// `kvshrink serve` assembled: the engine (with the KV cap), the context store (memory, a
+// directory of .kvc files or Redis), the metrics, the scheduler thread and the HTTP front end. Used by
 // tools/cmd_serve.cpp and by the tests (an in-process server on a free loopback port).
 #pragma once
 #include <memory>
@@ -12,6 +12,7 @@
 #include "server/context_store.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
+#include "server/redis_context_store.h"
 #include "server/scheduler.h"
 
 namespace kvs::server {
@@ -20,7 +21,8 @@ struct ServeOptions {
   EngineParams engine;         // kv_max_bytes is --max-kv-bytes
   HttpOptions http;
   SchedulerOptions scheduler;
-  std::string contexts_dir;    // empty: contexts in memory only
+  std::string contexts_dir;    // empty: contexts in memory only (or in Redis)
+  RedisStoreOptions redis;     // redis.url non-empty: contexts shared through Redis (docs/deploy.md)
   StorePolicy contexts;        // resident budget, TTL, disk quota of the stored contexts
 };
 

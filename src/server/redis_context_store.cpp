@@ -1,0 +1,366 @@
+#include "server/redis_context_store.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "runtime/kvc_meta.h"
+#include "server/api_error.h"
+#include "server/api_request.h"
+
+namespace kvs::server {
+
+namespace {
+
+constexpr auto kCheckEvery = std::chrono::seconds(1);  // the watcher: contexts held here still in Redis? TTLs refreshed
+
+nlohmann::json info_to_json(const ContextInfo& i) {
+  return {{"id", i.id},
+          {"created", i.created},
+          {"seq", i.seq},
+          {"format", i.format},
+          {"roles", i.roles},
+          {"n_tokens", i.n_tokens},
+          {"kv_bytes_full", i.kv_bytes_full},
+          {"kv_bytes_held", i.kv_bytes_held},
+          {"keep_measured", i.keep_measured},
+          {"keep_chosen", i.keep_chosen ? nlohmann::json(*i.keep_chosen) : nlohmann::json(nullptr)},
+          {"compression", i.compression}};
+}
+
+// Another replica wrote it; a malformed value is refused (kvs::Error), never trusted.
+ContextInfo info_from_json(const std::string& text, const std::string& id) {
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (!j.is_object()) fail("its info is not a JSON object");
+  ContextInfo i;
+  auto num = [&](const char* k) {
+    if (!j.contains(k) || !j.at(k).is_number()) fail("its info has no number '{}'", k);
+    return j.at(k);
+  };
+  i.id = id;
+  i.created = num("created").get<int64_t>();
+  i.seq = num("seq").get<uint64_t>();
+  i.n_tokens = num("n_tokens").get<int32_t>();
+  i.kv_bytes_full = num("kv_bytes_full").get<size_t>();
+  i.kv_bytes_held = num("kv_bytes_held").get<size_t>();
+  i.keep_measured = num("keep_measured").get<double>();
+  if (j.contains("keep_chosen") && j.at("keep_chosen").is_number()) i.keep_chosen = j.at("keep_chosen").get<double>();
+  if (!j.contains("format") || !j.at("format").is_string()) fail("its info has no string 'format'");
+  i.format = j.at("format").get<std::string>();
+  if (j.contains("roles") && j.at("roles").is_array())
+    for (const auto& r : j.at("roles"))
+      if (r.is_string()) i.roles.push_back(r.get<std::string>());
+  i.compression = j.value("compression", nlohmann::json::object());
+  i.persisted = true;
+  return i;
+}
+
+ApiError context_store_error(int status, std::string message) {
+  return ApiError(status, std::move(message), "server_error", "", status == 503 ? "context_store_unavailable" : "");
+}
+
+}  // namespace
+
+RedisContextStore::RedisContextStore(const RedisStoreOptions& opt, ContextCodec& codec, const Model& model)
+    : client_(std::make_unique<RedisClient>(parse_redis_url(opt.url), opt.client)), codec_(codec), prefix_(opt.prefix),
+      model_name_(model.name), fingerprint_(fingerprint_hex(model)) {
+  if (prefix_.size() > 128 || prefix_.find_first_of(" \t\r\n") != std::string::npos)
+    fail("--contexts-prefix '{}': at most 128 characters, no spaces", prefix_.substr(0, 140));
+  watcher_ = std::thread([this] { watch(); });
+}
+
+RedisContextStore::~RedisContextStore() {
+  {
+    std::lock_guard<std::mutex> l(resident_mu_);
+    stop_ = true;
+  }
+  watch_cv_.notify_all();
+  watcher_.join();
+}
+
+void RedisContextStore::watch() {
+  std::unique_lock<std::mutex> l(resident_mu_);
+  for (;;) {
+    watch_cv_.wait_for(l, kCheckEvery, [this] { return stop_; });
+    if (stop_) return;
+    if (known_ids_.empty() || client_->failing_fast()) continue;
+    const std::vector<std::string> ids(known_ids_.begin(), known_ids_.end());
+    std::set<std::string> touched;
+    touched.swap(touched_);
+    l.unlock();
+    std::vector<std::string> keys;
+    for (const std::string& id : ids) keys.push_back(key_of(id));
+    const std::string ttl = std::to_string(ttl_s_);
+    std::vector<RedisClient::Command> cmds;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      // Refreshing the expiry of a context used here also answers whether it still exists.
+      if (ttl_s_ > 0 && touched.count(ids[i])) {
+        cmds.push_back({"EXPIRE", keys[i], ttl});
+      } else {
+        cmds.push_back({"EXISTS", keys[i]});
+      }
+    }
+    std::vector<std::string> gone;
+    bool ok = true;
+    try {
+      const std::vector<RedisReply> r = client_->pipeline(cmds);
+      for (size_t i = 0; i < ids.size(); ++i)
+        if (r[i].type == RedisReply::Type::Integer && r[i].integer == 0) gone.push_back(ids[i]);
+    } catch (const RedisError&) {
+      ok = false;  // unreachable: what is resident still answers; try again later
+    }
+    l.lock();
+    gone_.insert(gone_.end(), gone.begin(), gone.end());
+    if (!ok) touched_.insert(touched.begin(), touched.end());
+  }
+}
+
+std::string RedisContextStore::describe() const { return fmt::format("Redis {} (keys {}*)", client_->endpoint(), prefix_); }
+
+void RedisContextStore::unavailable(const std::string& what, const std::exception& e) const {
+  throw context_store_error(503, fmt::format("{}: the shared context store is unavailable: {}", what, e.what()));
+}
+
+void RedisContextStore::other_model(const std::string& id, const std::string& model, const std::string& fingerprint) const {
+  throw ApiError(409,
+                 fmt::format("context '{}' was made with model '{}' (fingerprint {}), and this replica serves '{}' ({}); "
+                             "ask a replica serving that model",
+                             id, model, fingerprint, model_name_, fingerprint_),
+                 "invalid_request_error", "context_id", "context_model_mismatch");
+}
+
+void RedisContextStore::set_policy(const StorePolicy& p) {
+  if (p.disk_bytes > 0)
+    fail("--contexts-disk-mib limits a contexts directory; with --contexts-url the Redis server's own limits apply "
+         "(maxmemory, docs/deploy.md)");
+  ttl_s_ = p.ttl_s;
+  StorePolicy memory = p;
+  memory.ttl_s = 0;  // expiry is Redis's (EXPIRE): a context unused here may be in use elsewhere
+  MemoryContextStore::set_policy(memory);
+}
+
+void RedisContextStore::publish_resident() {
+  std::set<std::string> resident, known;
+  for (const auto& [id, e] : entries_) {
+    known.insert(id);
+    if (e.ctx) resident.insert(id);
+  }
+  std::lock_guard<std::mutex> l(resident_mu_);
+  resident_ids_.swap(resident);
+  known_ids_.swap(known);
+}
+
+void RedisContextStore::check_writable() const {
+  try {
+    client_->command({"PING"});
+  } catch (const RedisError& e) {
+    unavailable("cannot create a context", e);
+  }
+}
+
+std::vector<std::string> RedisContextStore::restore() {
+  try {
+    client_->command({"PING"});
+  } catch (const RedisError& e) {
+    return {fmt::format("{} (contexts cannot be created or loaded until it answers; completions work)", e.what())};
+  }
+  return {};
+}
+
+void RedisContextStore::put(std::shared_ptr<ServedContext> c) {
+  const std::string id = c->info.id;
+  if (entries_.count(id)) fail("context '{}' exists already", id);
+  const std::vector<uint8_t> bytes = codec_.encode(*c);
+  const std::string key = key_of(id), ids = prefix_ + "ids";
+  try {
+    c->info.seq = static_cast<uint64_t>(client_->command({"INCR", prefix_ + "seq"}).integer);  // the order of creation
+  } catch (const RedisError& e) {
+    unavailable(fmt::format("context '{}' could not be stored", id), e);
+  }
+  const std::string info = info_to_json(c->info).dump();
+  const std::string seq = std::to_string(c->info.seq), ttl = std::to_string(ttl_s_);
+  const std::string_view kvc(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  std::vector<RedisClient::Command> tx = {
+      {"MULTI"},
+      {"HSET", key, "kvc", kvc, "info", info, "model", model_name_, "fingerprint", fingerprint_},
+      {"ZADD", ids, seq, id},
+  };
+  if (ttl_s_ > 0) tx.push_back({"EXPIRE", key, ttl});
+  tx.push_back({"EXEC"});
+  std::vector<RedisReply> r;
+  try {
+    r = client_->pipeline(tx);
+  } catch (const RedisError& e) {
+    unavailable(fmt::format("context '{}' could not be stored", id), e);
+  }
+  // Every queued command answers QUEUED; EXEC answers their replies, or an error / nil when the
+  // transaction was refused (out of memory under maxmemory, read-only replica, ...).
+  for (size_t i = 0; i < r.size(); ++i) {
+    if (r[i].type == RedisReply::Type::Error)
+      throw context_store_error(503, fmt::format("context '{}' could not be stored: Redis at {} refused it: {}", id,
+                                                 client_->endpoint(), r[i].str));
+  }
+  if (r.back().type != RedisReply::Type::Array)
+    throw context_store_error(503, fmt::format("context '{}' could not be stored: Redis at {} aborted the transaction", id,
+                                               client_->endpoint()));
+  c->info.persisted = true;
+  MemoryContextStore::put(std::move(c));
+  entries_[id].file_bytes = bytes.size();
+  publish_resident();
+}
+
+std::shared_ptr<ServedContext> RedisContextStore::get(const std::string& id) {
+  const auto it = entries_.find(id);
+  if (it != entries_.end() && it->second.ctx) {
+    touch(it->second);
+    std::lock_guard<std::mutex> l(resident_mu_);
+    touched_.insert(id);
+    return it->second.ctx;
+  }
+  std::vector<RedisReply> r;
+  try {
+    r = client_->command({"HMGET", key_of(id), "kvc", "fingerprint", "model", "info"}).elements;
+  } catch (const RedisError& e) {
+    unavailable(fmt::format("context '{}' could not be loaded", id), e);
+  }
+  if (r.size() != 4 || r[0].is_nil()) {
+    if (it != entries_.end()) entries_.erase(it);  // deleted (or expired) elsewhere
+    publish_resident();
+    return nullptr;
+  }
+  if (r[1].str != fingerprint_) other_model(id, r[2].str, r[1].str);
+  std::shared_ptr<ServedContext> c;
+  try {
+    c = codec_.decode(reinterpret_cast<const uint8_t*>(r[0].str.data()), r[0].str.size(), key_of(id), id);
+    const ContextInfo stored = info_from_json(r[3].str, id);
+    c->info.seq = stored.seq;
+    c->info.created = stored.created;
+  } catch (const Error& e) {
+    throw context_store_error(500, fmt::format("context '{}' in Redis at {} cannot be used: {}", id, client_->endpoint(),
+                                               e.what()));
+  }
+  c->info.persisted = true;
+  Entry e;
+  e.info = c->info;
+  e.ctx = c;
+  e.file_bytes = r[0].str.size();
+  touch(e);
+  entries_[id] = std::move(e);
+  ++counters_.reloads;
+  enforce_resident(id);
+  publish_resident();
+  return c;
+}
+
+bool RedisContextStore::contains(const std::string& id) const {
+  if (entries_.count(id)) return true;
+  try {
+    return client_->command({"EXISTS", key_of(id)}).integer > 0;
+  } catch (const RedisError&) {
+    return false;  // only used to avoid id collisions (random 96-bit ids)
+  }
+}
+
+bool RedisContextStore::remove(const std::string& id) {
+  const std::string key = key_of(id);
+  try {
+    const std::vector<RedisReply> f = client_->command({"HMGET", key, "fingerprint", "model"}).elements;
+    if (f.size() == 2 && !f[0].is_nil() && f[0].str != fingerprint_) other_model(id, f[1].str, f[0].str);
+    const std::vector<RedisReply> r =
+        client_->pipeline({{"MULTI"}, {"DEL", key}, {"ZREM", prefix_ + "ids", id}, {"EXEC"}});
+    if (r.back().type != RedisReply::Type::Array || r.back().elements.empty())
+      throw context_store_error(503, fmt::format("context '{}' could not be deleted: Redis at {} aborted the transaction",
+                                                 id, client_->endpoint()));
+    const bool existed = r.back().elements[0].integer > 0;  // Redis is the truth: a copy here alone is stale
+    entries_.erase(id);
+    publish_resident();
+    return existed;
+  } catch (const RedisError& e) {
+    unavailable(fmt::format("context '{}' could not be deleted", id), e);
+  }
+}
+
+std::vector<std::string> RedisContextStore::maintain(int64_t now) {
+  std::vector<std::string> gone;
+  {
+    std::lock_guard<std::mutex> l(resident_mu_);
+    gone.swap(gone_);
+  }
+  for (const std::string& id : gone) entries_.erase(id);  // deleted through another replica, or expired
+  std::vector<std::string> out = MemoryContextStore::maintain(now);
+  publish_resident();
+  return out;
+}
+
+bool RedisContextStore::release_for_kv(const std::vector<const ServedContext*>& in_use) {
+  const bool released = MemoryContextStore::release_for_kv(in_use);
+  publish_resident();
+  return released;
+}
+
+std::optional<ContextInfo> RedisContextStore::lookup(const std::string& id) const {
+  std::vector<RedisReply> r;
+  try {
+    r = client_->command({"HMGET", key_of(id), "fingerprint", "model", "info"}).elements;
+  } catch (const RedisError& e) {
+    unavailable(fmt::format("context '{}'", id), e);
+  }
+  if (r.size() != 3 || r[0].is_nil() || r[2].is_nil()) return std::nullopt;
+  if (r[0].str != fingerprint_) other_model(id, r[1].str, r[0].str);
+  ContextInfo i;
+  try {
+    i = info_from_json(r[2].str, id);
+  } catch (const Error& e) {
+    throw context_store_error(500, fmt::format("context '{}' in Redis at {} cannot be used: {}", id, client_->endpoint(),
+                                               e.what()));
+  }
+  std::lock_guard<std::mutex> l(resident_mu_);
+  i.resident = resident_ids_.count(id) > 0;
+  return i;
+}
+
+std::vector<ContextInfo> RedisContextStore::lookup_all() const {
+  std::vector<ContextInfo> out;
+  try {
+    const std::vector<RedisReply> ids = client_->command({"ZRANGE", prefix_ + "ids", "0", "-1"}).elements;
+    if (ids.empty()) return out;
+    std::vector<std::string> keys;
+    std::vector<RedisClient::Command> cmds;
+    for (const RedisReply& id : ids) keys.push_back(key_of(id.str));
+    for (const std::string& k : keys) cmds.push_back({"HMGET", k, "fingerprint", "info"});
+    const std::vector<RedisReply> infos = client_->pipeline(cmds);
+    std::vector<std::string> gone;
+    std::lock_guard<std::mutex> l(resident_mu_);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const std::vector<RedisReply>& f = infos[i].elements;
+      if (f.size() != 2 || f[0].is_nil() || f[1].is_nil()) {
+        gone.push_back(ids[i].str);  // expired (TTL): its index entry goes too
+        continue;
+      }
+      if (f[0].str != fingerprint_ || !valid_context_id(ids[i].str)) continue;  // another model's
+      try {
+        ContextInfo c = info_from_json(f[1].str, ids[i].str);
+        c.resident = resident_ids_.count(c.id) > 0;
+        out.push_back(std::move(c));
+      } catch (const Error&) {
+        // unreadable: left out of the list (a GET of it says why)
+      }
+    }
+    if (!gone.empty()) {
+      const std::string index = prefix_ + "ids";
+      RedisClient::Command zrem = {"ZREM", index};
+      for (const std::string& g : gone) zrem.push_back(g);
+      client_->command(zrem);
+    }
+  } catch (const RedisError& e) {
+    unavailable("the contexts cannot be listed", e);
+  }
+  // The shared counter orders creations across replicas (their clocks may differ).
+  std::sort(out.begin(), out.end(), [](const ContextInfo& a, const ContextInfo& b) {
+    return a.seq != b.seq ? a.seq < b.seq : a.id < b.id;
+  });
+  return out;
+}
+
+}  // namespace kvs::server
