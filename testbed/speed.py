@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 from . import curriculum as C
 from .model import Config, LlamaForCausalLM
-from .train import make_optimizer
+from .train import limit_blas_threads, make_optimizer
 
 
 def main():
@@ -38,6 +38,7 @@ def main():
     ap.add_argument("--curriculum", default=None, help="also estimate this curriculum's total time")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    blas = limit_blas_threads(args.threads)
     cfg = Config(hidden_size=args.hidden, intermediate_size=args.ffn, num_hidden_layers=args.layers,
                  num_attention_heads=args.heads, num_key_value_heads=args.kv_heads, rope_theta=1e6,
                  tie_word_embeddings=True)
@@ -45,17 +46,18 @@ def main():
     model.init_weights(0)
     model.train()
     opt = make_optimizer(model, 1e-4, 0.1)
-    print("shape: %d layers, hidden %d, %d/%d heads (head_dim %d), ffn %d: %d parameters; %d thread(s)" % (
-        args.layers, args.hidden, args.heads, args.kv_heads, cfg.head_dim, args.ffn, model.num_params(), args.threads),
-        flush=True)
+    print("shape: %d layers, hidden %d, %d/%d heads (head_dim %d), ffn %d: %d parameters; %d thread(s); BLAS %s" % (
+        args.layers, args.hidden, args.heads, args.kv_heads, cfg.head_dim, args.ffn, model.num_params(), args.threads,
+        blas), flush=True)
     rate = {}
     g = torch.Generator().manual_seed(0)
     for L in [int(x) for x in args.lengths.split(",")]:
         B = max(1, args.tokens_per_step // L)
-        times = []
+        times, cpu = [], []
         for i in range(args.steps + 1):
             x = torch.randint(3, cfg.vocab_size, (B, L), generator=g)
             t = time.time()
+            c = time.process_time()
             logits = model(x[:, :-1], chunk=args.attn_chunk if L > args.attn_chunk else 0)
             loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1))
             opt.zero_grad(set_to_none=True)
@@ -64,10 +66,11 @@ def main():
             opt.step()
             if i:
                 times.append(time.time() - t)
+                cpu.append(time.process_time() - c)
         dt = statistics.median(times)
         rate[L] = B * L / dt
-        print("L=%5d batch %2d: %.2f s/step, %.0f tokens/s (steps: %s)" % (
-            L, B, dt, rate[L], " ".join("%.2f" % t for t in times)), flush=True)
+        print("L=%5d batch %2d: %.2f s/step, %.0f tokens/s, CPU/wall %.2f (steps: %s)" % (
+            L, B, dt, rate[L], sum(cpu) / sum(times), " ".join("%.2f" % t for t in times)), flush=True)
     if args.curriculum:
         cur = C.CURRICULA[args.curriculum]
         ls = sorted(rate)

@@ -32,6 +32,26 @@ STATE = {"tokens": 0}  # cumulative trained tokens (saved in checkpoints)
 RESUME_OVERRIDES = ["threads", "max_minutes", "eval_every", "eval_n", "ckpt_minutes", "stop_at_step", "eval_lengths"]
 
 
+def limit_blas_threads(n):
+    """torch.set_num_threads does not reach Debian's pthread OpenBLAS (the `libblas.so.3` alternative
+    here is openblas-pthread): it keeps its own pool of nproc threads, so a `--threads 1` run used
+    both cores when the second was idle (seen: v8s1's first 15 minutes, 2 threads of ~9 CPU-minutes
+    each). Sets the pool of the OpenBLAS that this process has loaded (found in /proc/self/maps, so
+    no second copy is loaded) to n threads; returns its path, or None if none is loaded."""
+    import ctypes
+    try:
+        paths = sorted({l.split()[-1] for l in open("/proc/self/maps") if "openblas" in l and ".so" in l})
+    except OSError:
+        return None
+    for path in paths:
+        try:
+            ctypes.CDLL(path).openblas_set_num_threads(int(n))
+            return path
+        except (OSError, AttributeError):
+            continue
+    return None
+
+
 def lr_at(cur, step, total):
     base, wu, mn = cur["lr"], cur["warmup"], cur["min_lr_frac"]
     if step < wu:
@@ -124,6 +144,7 @@ def main():
         json.dump(vars(args), f, indent=1)
 
     torch.set_num_threads(args.threads)
+    limit_blas_threads(args.threads)
     cur = C.CURRICULA[args.curriculum]
     if args.lr:
         cur = dict(cur, lr=args.lr)
