@@ -56,7 +56,12 @@ def call(port, method, path, body=None):
         with urllib.request.urlopen(req, timeout=60) as r:
             return r.status, json.loads(r.read() or b"null"), r.headers.get("X-Kvshrink-Upstream", "")
     except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"null"), e.headers.get("X-Kvshrink-Upstream", "")
+        raw = e.read()
+        try:
+            body = json.loads(raw or b"null")
+        except ValueError:
+            body = raw.decode(errors="replace")[:500]  # nginx's own error page
+        return e.code, body, e.headers.get("X-Kvshrink-Upstream", "")
 
 
 def ask(port, cid):
