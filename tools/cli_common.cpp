@@ -10,6 +10,7 @@
 
 #include "core/atomic_output.h"
 #include "core/error.h"
+#include "kvcache/kv_rows.h"
 
 namespace kvs::cli {
 
@@ -17,7 +18,7 @@ void EngineOptions::add(CLI::App* cmd, bool model_required) {
   auto* m = cmd->add_option("-m,--model", model, "GGUF file or Hugging Face model directory");
   if (model_required) m->required();
   cmd->add_option("-t,--threads", threads, "threads (0 = all cores)")->check(CLI::Range(0, 1024));
-  cmd->add_option("--kv-type", kv_type, "KV cache storage type: f16 or f32")->capture_default_str();
+  cmd->add_option("--kv-type", kv_type, "KV cache storage type: f16, f32, q8_0 or q4_0 (GGUF blocks of 32 along head_dim)")->capture_default_str();
   cmd->add_option("--page-tokens", page_tokens, "tokens per KV cache page")->capture_default_str()->check(CLI::Range(1, 4096));
   cmd->add_option("-b,--batch", batch, "prefill batch (tokens per forward step)")->capture_default_str()->check(CLI::Range(1, 1 << 20));
 }
@@ -26,8 +27,8 @@ EngineParams EngineOptions::params() const {
   EngineParams p;
   p.n_threads = capped_threads("--threads", threads);
   DType t;
-  if (!dtype_from_name(kv_type, &t) || (t != DType::F32 && t != DType::F16))
-    fail("--kv-type '{}' is not supported (expected f32 or f16)", kv_type);
+  if (!dtype_from_name(kv_type, &t) || !kv_dtype_supported(t))
+    fail("--kv-type '{}' is not supported (expected {})", kv_type, kv_dtype_names());
   p.kv_dtype = t;
   p.page_tokens = page_tokens;
   p.n_batch = batch;

@@ -49,7 +49,7 @@ class KVSHRINK_API Error : public std::runtime_error {
 // How the engine runs a model (the CLI's -t, --kv-type, --page-tokens, --batch).
 struct ModelOptions {
   int threads = 0;               // 0 = all cores
-  std::string kv_type = "f16";   // KV cache storage: "f16" (default) or "f32"
+  std::string kv_type = "f16";   // KV cache storage: "f16" (default), "f32", "q8_0" or "q4_0"
   int page_tokens = 32;          // tokens per KV page
   int batch = 512;               // prefill chunk (tokens per forward step)
 };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "kvcache/kv_rows.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "impl.h"
@@ -20,8 +21,8 @@ kvs::EngineParams engine_params(const ModelOptions& o) {
     kvs::fail("threads must be in 0..{} (0 = all cores), got {}", 4 * hw, o.threads);
   p.n_threads = o.threads;
   kvs::DType t;
-  if (!kvs::dtype_from_name(o.kv_type, &t) || (t != kvs::DType::F32 && t != kvs::DType::F16))
-    kvs::fail("kv_type '{}' is not supported (expected f32 or f16)", o.kv_type);
+  if (!kvs::dtype_from_name(o.kv_type, &t) || !kvs::kv_dtype_supported(t))
+    kvs::fail("kv_type '{}' is not supported (expected {})", o.kv_type, kvs::kv_dtype_names());
   p.kv_dtype = t;
   if (o.page_tokens < 1 || o.page_tokens > 65536)
     kvs::fail("page_tokens must be in 1..65536, got {}", o.page_tokens);

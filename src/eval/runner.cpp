@@ -236,7 +236,7 @@ EvalSummary run_eval(const EvalOptions& o, const Model& model, const EngineParam
                    {"sinks", o.sinks},
                    {"window", o.window},
                    {"ppl_chunk", o.ppl_chunk},
-                   {"kv_dtype", ep.kv_dtype == DType::F16 ? "f16" : "f32"},
+                   {"kv_dtype", std::string(dtype_name(ep.kv_dtype))},
                    {"page_tokens", ep.page_tokens}};
   // null when unset: matches result folders made before these options existed.
   identity["question_template"] =

@@ -1,4 +1,5 @@
 #include "kvcache/attention.h"
+#include "kvcache/kv_rows.h"
 
 #include <cblas.h>
 
@@ -52,7 +53,8 @@ void attention_decode(const KvCache& c, int layer, const AttnShape& s, const flo
                       int n_tok, float* out, float* lse, ThreadPool& pool, AttnScratch& scr) {
   const int H = s.n_head, Hkv = s.n_head_kv, D = s.head_dim, G = H / Hkv;
   const int P = c.layout().page_tokens;
-  const bool f16 = c.layout().dtype == DType::F16;
+  const DType kt = c.layout().dtype;
+  const bool quantized = kt == DType::Q8_0 || kt == DType::Q4_0;
   struct Task {
     int kvh;
     int32_t b, e;
@@ -75,11 +77,15 @@ void attention_decode(const KvCache& c, int layer, const AttnShape& s, const flo
   if (static_cast<int>(scr.per_thread.size()) < nth) scr.per_thread.resize(nth);
   int32_t range = kDecodeRange;
   for (const Task& tk : tasks) range = std::max(range, tk.e - tk.b);
-  for (int t = 0; t < nth; ++t) scr.per_thread[t].resize(static_cast<size_t>(nq) * (range + 1) + static_cast<size_t>(nq) * D);
+  // Per thread: scores [nq][range], queries [nq][D], and for quantised pages one dequantised page tile [P][D].
+  const size_t tile_floats = quantized ? static_cast<size_t>(P) * D : 0;
+  for (int t = 0; t < nth; ++t)
+    scr.per_thread[t].resize(static_cast<size_t>(nq) * (range + 1) + static_cast<size_t>(nq) * D + tile_floats);
 
   pool.run([&](int ith, int nthr) {
     float* sc = scr.per_thread[ith].data();            // [nq][range] scores, then probabilities
     float* qc = sc + static_cast<size_t>(nq) * range;  // [nq][D] queries (F16-rounded in compat mode)
+    float* tile = qc + static_cast<size_t>(nq) * D;     // [P][D] a dequantised page (Q8_0 / Q4_0)
     for (size_t ti = ith; ti < tasks.size(); ti += nthr) {
       const Task& tk = tasks[ti];
       const HeadCache& h = c.head(layer, tk.kvh);
@@ -98,10 +104,7 @@ void attention_decode(const KvCache& c, int layer, const AttnShape& s, const flo
         const int32_t s1 = std::min(tk.e, (s0 / P + 1) * P);
         const uint8_t* krow = c.k_row(layer, tk.kvh, s0);
         if (s1 < tk.e) prefetch_rows(c.k_row(layer, tk.kvh, s1), static_cast<size_t>(std::min(tk.e - s1, P)) * rb);
-        if (f16)
-          kernels::qk_rows_f16(qc, nq, reinterpret_cast<const uint16_t*>(krow), s1 - s0, D, s.scale, sc + (s0 - tk.b), range);
-        else
-          kernels::qk_rows_f32(qc, nq, reinterpret_cast<const float*>(krow), s1 - s0, D, s.scale, sc + (s0 - tk.b), range);
+        qk_rows(kt, qc, nq, krow, s1 - s0, D, s.scale, sc + (s0 - tk.b), range, tile);
         s0 = s1;
       }
       // Causal mask (slots are sorted by position), then the softmax pieces.
@@ -129,10 +132,7 @@ void attention_decode(const KvCache& c, int layer, const AttnShape& s, const flo
         const int32_t s1 = std::min(tk.e, (s0 / P + 1) * P);
         const uint8_t* vrow = c.v_row(layer, tk.kvh, s0);
         if (s1 < tk.e) prefetch_rows(c.v_row(layer, tk.kvh, s1), static_cast<size_t>(std::min(tk.e - s1, P)) * rb);
-        if (f16)
-          kernels::pv_rows_f16(sc + (s0 - tk.b), nq, range, reinterpret_cast<const uint16_t*>(vrow), s1 - s0, D, acc);
-        else
-          kernels::pv_rows_f32(sc + (s0 - tk.b), nq, range, reinterpret_cast<const float*>(vrow), s1 - s0, D, acc);
+        pv_rows(kt, sc + (s0 - tk.b), nq, range, vrow, s1 - s0, D, acc, tile);
         s0 = s1;
       }
     }

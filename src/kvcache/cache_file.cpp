@@ -12,6 +12,7 @@
 #include "core/fp16.h"
 #include "core/hash.h"
 #include "core/mapped_file.h"
+#include "kernels/ops.h"
 #include "kvcache/header_fields.h"
 
 namespace kvs {
@@ -86,21 +87,27 @@ nlohmann::json parse_header(Reader& r, const std::string& path) {
 }
 
 // A K or V value that is NaN or infinite would poison every attention that reads it.
-bool all_finite(const uint8_t* rows, size_t n_values, DType dt) {
-  if (dt == DType::F16) {
-    for (size_t i = 0; i < n_values; ++i) {
-      uint16_t h;
-      std::memcpy(&h, rows + 2 * i, 2);
-      if ((h & 0x7C00u) == 0x7C00u) return false;  // exponent all ones: inf or nan
-    }
-    return true;
-  }
-  for (size_t i = 0; i < n_values; ++i) {
-    float f;
-    std::memcpy(&f, rows + 4 * i, 4);
-    if (!std::isfinite(f)) return false;
-  }
+bool all_finite_f32(const float* x, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    if (!std::isfinite(x[i])) return false;
   return true;
+}
+
+void row_to_f32(DType t, const uint8_t* src, float* dst, int n) {
+  switch (t) {
+    case DType::F32:
+      std::memcpy(dst, src, static_cast<size_t>(n) * 4);
+      break;
+    case DType::F16:
+      for (int d = 0; d < n; ++d) {
+        uint16_t a;
+        std::memcpy(&a, src + 2 * d, 2);
+        dst[d] = fp16_to_fp32(a);
+      }
+      break;
+    default:
+      kernels::dequantize_row(t, src, dst, n);  // Q8_0 / Q4_0 (a NaN scale shows as NaN values)
+  }
 }
 
 }  // namespace
@@ -111,7 +118,7 @@ std::vector<uint8_t> encode_cache(const KvCache& cache, const nlohmann::json& me
   h["n_layer"] = l.n_layer;
   h["n_head_kv"] = l.n_head_kv;
   h["head_dim"] = l.head_dim;
-  h["dtype"] = l.dtype == DType::F16 ? "f16" : "f32";
+  h["dtype"] = std::string(dtype_name(l.dtype));  // f32, f16, q8_0, q4_0
   h["n_past"] = cache.n_past();
   h["slots"] = cache.total_slots();
   const std::string hs = h.dump();
@@ -150,7 +157,12 @@ CacheHeaderLayout check_cache_header(const nlohmann::json& j, const std::string&
   const std::string dt = f.string("dtype");
   if (dt == "f32") h.dtype = DType::F32;
   else if (dt == "f16") h.dtype = DType::F16;
-  else f.bad("dtype", fmt::format("must be \"f32\" or \"f16\", got '{}'", dt));
+  else if (dt == "q8_0") h.dtype = DType::Q8_0;
+  else if (dt == "q4_0") h.dtype = DType::Q4_0;
+  else f.bad("dtype", fmt::format("must be \"f32\", \"f16\", \"q8_0\" or \"q4_0\", got '{}'", dt.substr(0, 32)));
+  if (h.head_dim % dtype_info(h.dtype).block_size != 0)
+    f.bad("head_dim", fmt::format("{} is not a multiple of {}'s block of {}", h.head_dim, dt,
+                                  dtype_info(h.dtype).block_size));
   h.n_past = static_cast<int32_t>(f.integer("n_past", 0, kMaxCachePositions));
   // Each head holds distinct positions in [0, n_past), so at most n_past slots.
   const int64_t max_slots = int64_t{h.n_layer} * h.n_head_kv * h.n_past;
@@ -201,7 +213,7 @@ nlohmann::json walk_cache_file(const uint8_t* data, size_t size, const std::stri
   if (static_cast<uint64_t>(nl) * nh * 5 > body)
     fail("{}: truncated compressed-context file: {} heads need at least {} bytes, the body has {}", path,
          int64_t{nl} * nh, uint64_t{5} * nl * nh, body);
-  const size_t frb = static_cast<size_t>(h.head_dim) * (h.dtype == DType::F16 ? 2 : 4);
+  const size_t frb = dtype_row_bytes(h.dtype, h.head_dim);
   std::vector<int32_t> pos;
   std::vector<float> mass;
   uint64_t total = 0;
@@ -252,6 +264,7 @@ LoadedCache load_cache(const uint8_t* data, size_t size, const std::string& path
   CacheHeaderLayout h;
   size_t frb = 0;
   std::vector<float> kf, vf;  // [len][head_dim]
+  std::vector<uint8_t> row;   // one row in the file's type
   out.meta = walk_cache_file(
       data, size, path,
       [&](const CacheHeaderLayout& hl) {
@@ -259,30 +272,27 @@ LoadedCache load_cache(const uint8_t* data, size_t size, const std::string& path
         if (h.n_layer != layout.n_layer || h.n_head_kv != layout.n_head_kv || h.head_dim != layout.head_dim)
           fail("{}: cache shape {} layers x {} KV heads x {} dims does not match the model's {} x {} x {}", path, h.n_layer,
                h.n_head_kv, h.head_dim, layout.n_layer, layout.n_head_kv, layout.head_dim);
-        frb = static_cast<size_t>(h.head_dim) * (h.dtype == DType::F16 ? 2 : 4);
+        frb = dtype_row_bytes(h.dtype, h.head_dim);
         out.cache = std::make_unique<KvCache>(pool, layout);
       },
       [&](const CacheFileHead& head) {
         const int hd = h.head_dim;
         const size_t len = head.pos.size();
-        if (!all_finite(head.k, len * hd, h.dtype) || !all_finite(head.v, len * hd, h.dtype))
-          fail("{}: head ({}, {}) holds a K or V value that is not finite", path, head.layer, head.kvh);
+        // Rows to float (then to the cache's type: a file of another type is converted — F16 into
+        // a Q8_0 cache is quantised, Q8_0 into F16 dequantised; Q8_0/Q4_0 into the same type gives
+        // back the same blocks, their quantisation being idempotent). Rows are copied out first:
+        // in the file they may sit at any byte offset.
         kf.resize(len * hd);
         vf.resize(kf.size());
+        row.resize(frb);
         for (size_t s = 0; s < len; ++s) {
-          for (int d = 0; d < hd; ++d) {
-            if (h.dtype == DType::F16) {
-              uint16_t a, b;
-              std::memcpy(&a, head.k + s * frb + 2 * d, 2);
-              std::memcpy(&b, head.v + s * frb + 2 * d, 2);
-              kf[s * hd + d] = fp16_to_fp32(a);
-              vf[s * hd + d] = fp16_to_fp32(b);
-            } else {
-              std::memcpy(&kf[s * hd + d], head.k + s * frb + 4 * d, 4);
-              std::memcpy(&vf[s * hd + d], head.v + s * frb + 4 * d, 4);
-            }
-          }
+          std::memcpy(row.data(), head.k + s * frb, frb);
+          row_to_f32(h.dtype, row.data(), &kf[s * hd], hd);
+          std::memcpy(row.data(), head.v + s * frb, frb);
+          row_to_f32(h.dtype, row.data(), &vf[s * hd], hd);
         }
+        if (!all_finite_f32(kf.data(), kf.size()) || !all_finite_f32(vf.data(), vf.size()))
+          fail("{}: head ({}, {}) holds a K or V value that is not finite", path, head.layer, head.kvh);
         if (!out.cache->load_head(head.layer, head.kvh, kf.data(), vf.data(), head.pos.data(), static_cast<int32_t>(len),
                                   head.mass.empty() ? nullptr : head.mass.data()))
           fail("{}: the KV memory cap is too small to load this cache", path);

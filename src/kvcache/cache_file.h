@@ -7,7 +7,8 @@
 //   per (layer, kv head), layer-major: u32 len | i32 pos[len] | u8 has_mass | f32 mass[len]?
 //   | K rows [len][head_dim] | V rows [len][head_dim] (in the header's dtype)
 //   | u64 FNV-1a checksum of every preceding byte.
-// Header JSON fields: n_layer, n_head_kv, head_dim (integers 1..4096), dtype ("f32" | "f16"),
+// Header JSON fields: n_layer, n_head_kv, head_dim (integers 1..4096), dtype ("f32" | "f16" | "q8_0" | "q4_0";
+// quantised rows are GGUF blocks of 32 along head_dim, head_dim a multiple of 32),
 // n_past (integer 0..2^30), slots (integer, the sum of the head lengths) — then whatever the
 // caller stored (see runtime/kvc_meta.h); optional keep_chosen (number in [0, 1] or null) and
 // press_state (object). Unknown fields are kept and ignored.

@@ -3,7 +3,8 @@
 // frees whole pages back to the shared PagePool, so compression saves real memory.
 //
 // Page layout (one page = page_tokens slots of one (layer, kv head)):
-//   K rows [page_tokens][head_dim] then V rows [page_tokens][head_dim], in the cache dtype.
+//   K rows [page_tokens][head_dim] then V rows [page_tokens][head_dim], in the cache dtype
+//   (F32, F16, or GGUF's Q8_0 / Q4_0 blocks of 32 values along head_dim: 34 / 18 bytes each).
 // Slots within a head are ordered by position (appends have increasing positions; edits keep
 // the relative order). Keys are stored after RoPE; evicted tokens keep their original position.
 //
@@ -24,11 +25,10 @@ struct KvLayout {
   int n_layer = 0;
   int n_head_kv = 0;
   int head_dim = 0;
-  DType dtype = DType::F32;  // F32 or F16
+  DType dtype = DType::F32;  // F32, F16, Q8_0 or Q4_0 (quantised: blocks of 32 along head_dim)
   int page_tokens = 32;
 
-  size_t elem_bytes() const { return dtype == DType::F16 ? 2 : 4; }
-  size_t row_bytes() const { return static_cast<size_t>(head_dim) * elem_bytes(); }
+  size_t row_bytes() const { return dtype_row_bytes(dtype, head_dim); }
   size_t page_bytes() const { return 2 * static_cast<size_t>(page_tokens) * row_bytes(); }
   int n_heads_total() const { return n_layer * n_head_kv; }
 };

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kvcache/kv_rows.h"
 #include "core/error.h"
 #include "kernels/ops.h"
 
@@ -16,8 +17,11 @@ Engine::Engine(const Model& model, const EngineParams& p) : model_(model), param
   layout_.head_dim = hp.head_dim;
   layout_.dtype = p.kv_dtype;
   layout_.page_tokens = p.page_tokens;
-  if (p.kv_dtype != DType::F32 && p.kv_dtype != DType::F16)
-    fail("KV cache type {} is not supported (use f32 or f16)", dtype_name(p.kv_dtype));
+  if (!kv_dtype_supported(p.kv_dtype))
+    fail("KV cache type {} is not supported (use {})", dtype_name(p.kv_dtype), kv_dtype_names());
+  if (hp.head_dim % dtype_info(p.kv_dtype).block_size != 0)
+    fail("KV cache type {} stores blocks of {} values along head_dim; this model's head_dim is {} (use f16)",
+         dtype_name(p.kv_dtype), dtype_info(p.kv_dtype).block_size, hp.head_dim);
   if (p.page_tokens <= 0 || p.page_tokens > 4096) fail("page size {} tokens is out of range 1..4096", p.page_tokens);
   if (params_.n_batch <= 0) params_.n_batch = 512;
   page_pool_ = std::make_unique<PagePool>(layout_.page_bytes(), p.kv_max_bytes);

@@ -223,15 +223,10 @@ math::D2oNearest d2o_nearest_in_cache(const KvCache& c, int layer, int kvh, std:
     const double n2 = kernels::dot_f32(e, e, D);
     inv_e[static_cast<size_t>(i)] = n2 > 0 ? static_cast<float>(1.0 / std::sqrt(n2)) : 0.0f;
   }
-  const bool f16 = c.layout().dtype == DType::F16;
-  std::vector<float> row(f16 ? static_cast<size_t>(D) : 0);
+  std::vector<float> row(static_cast<size_t>(D));
   for (size_t j = 0; j < kept.size(); ++j) {
-    const uint8_t* raw = c.k_row(layer, kvh, kept[j]);
-    const float* k = reinterpret_cast<const float*>(raw);
-    if (f16) {
-      kernels::f16_to_f32(reinterpret_cast<const uint16_t*>(raw), row.data(), D);
-      k = row.data();
-    }
+    c.read_k(layer, kvh, kept[j], row.data());  // any cache type (F16, Q8_0, ... dequantised)
+    const float* k = row.data();
     const double n2 = kernels::dot_f32(k, k, D);
     const float inv_k = n2 > 0 ? static_cast<float>(1.0 / std::sqrt(n2)) : 0.0f;
     for (int64_t i = 0; i < n_evicted; ++i) {
