@@ -47,7 +47,10 @@ def read_kvc_positions(path):
     off = 16
     header = json.loads(data[off:off + header_len])
     off += header_len
-    row_bytes = header["head_dim"] * (4 if header["dtype"] == "f32" else 2)
+    # f32 / f16 values, or GGUF blocks of 32 values: Q8_0 34 bytes (f16 scale + 32 int8), Q4_0 18.
+    per_block = {"f32": 128, "f16": 64, "q8_0": 34, "q4_0": 18}[header["dtype"]]
+    row_bytes = header["head_dim"] // 32 * per_block if header["head_dim"] % 32 == 0 else \
+        header["head_dim"] * (4 if header["dtype"] == "f32" else 2)
     heads = {}
     for layer in range(header["n_layer"]):
         for kvh in range(header["n_head_kv"]):
@@ -112,6 +115,27 @@ def test_kv_type_defaults_to_f16(model, context_text, tmp):
     loaded = kvshrink.load(str(path), model)
     assert 2 * loaded.kv_bytes == ctx32.kv_bytes
     assert loaded.ask(QUESTION, max_new_tokens=8).startswith(" 4071589")
+
+
+@pytest.mark.parametrize("kv_type,block_bytes", [("q8_0", 34), ("q4_0", 18)])
+def test_quantized_kv_pages(model, context_text, tmp, kv_type, block_bytes):
+    """Issue 25: GGUF-block KV pages (head_dim 32: one block per row vs 64 bytes of f16) combined with
+    eviction answer the needle; the .kvc records the type and loads into an f16 model (converted)."""
+    ctx16 = model.compress(context_text, press="keydiff", keep=0.4, question_template=TEMPLATE)
+    q = kvshrink.Model(MODEL, threads=1, kv_type=kv_type)
+    ctx = q.compress(context_text, press="keydiff", keep=0.4, question_template=TEMPLATE)
+    assert ctx.full_kv_bytes * 64 == ctx16.full_kv_bytes * block_bytes
+    assert ctx.kv_bytes * 64 == ctx16.kv_bytes * block_bytes
+    assert ctx.ask(QUESTION, max_new_tokens=8).startswith(" 4071589")
+    path = tmp / f"{kv_type}.kvc"
+    ctx.save(path)
+    header, heads = read_kvc_positions(path)
+    assert header["dtype"] == kv_type
+    loaded = kvshrink.load(str(path), model)  # into the f16 model: dequantized
+    assert loaded.kv_bytes == ctx16.kv_bytes
+    assert loaded.ask(QUESTION, max_new_tokens=8).startswith(" 4071589")
+    with pytest.raises(Exception, match="q8_0, q4_0"):
+        kvshrink.Model(MODEL, threads=1, kv_type="q5_0")
 
 
 def test_keydiff_finds_the_needle(model, context_text):
