@@ -93,23 +93,6 @@ bool all_finite_f32(const float* x, size_t n) {
   return true;
 }
 
-void row_to_f32(DType t, const uint8_t* src, float* dst, int n) {
-  switch (t) {
-    case DType::F32:
-      std::memcpy(dst, src, static_cast<size_t>(n) * 4);
-      break;
-    case DType::F16:
-      for (int d = 0; d < n; ++d) {
-        uint16_t a;
-        std::memcpy(&a, src + 2 * d, 2);
-        dst[d] = fp16_to_fp32(a);
-      }
-      break;
-    default:
-      kernels::dequantize_row(t, src, dst, n);  // Q8_0 / Q4_0 (a NaN scale shows as NaN values)
-  }
-}
-
 }  // namespace
 
 std::vector<uint8_t> encode_cache(const KvCache& cache, const nlohmann::json& meta) {
@@ -287,9 +270,9 @@ LoadedCache load_cache(const uint8_t* data, size_t size, const std::string& path
         row.resize(frb);
         for (size_t s = 0; s < len; ++s) {
           std::memcpy(row.data(), head.k + s * frb, frb);
-          row_to_f32(h.dtype, row.data(), &kf[s * hd], hd);
+          kernels::dequantize_row(h.dtype, row.data(), &kf[s * hd], hd);
           std::memcpy(row.data(), head.v + s * frb, frb);
-          row_to_f32(h.dtype, row.data(), &vf[s * hd], hd);
+          kernels::dequantize_row(h.dtype, row.data(), &vf[s * hd], hd);
         }
         if (!all_finite_f32(kf.data(), kf.size()) || !all_finite_f32(vf.data(), vf.size()))
           fail("{}: head ({}, {}) holds a K or V value that is not finite", path, head.layer, head.kvh);

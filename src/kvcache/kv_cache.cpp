@@ -50,31 +50,14 @@ const uint8_t* KvCache::slot_ptr(const HeadCache& h, int32_t slot, bool v) const
 const uint8_t* KvCache::k_row(int layer, int kvh, int32_t slot) const { return slot_ptr(head(layer, kvh), slot, false); }
 const uint8_t* KvCache::v_row(int layer, int kvh, int32_t slot) const { return slot_ptr(head(layer, kvh), slot, true); }
 
-// Rows are stored in the cache type: Q8_0 / Q4_0 rows are quantised here, block by block along
-// head_dim, as GGUF's (an f16 scale per 32 values): a merged or rewritten row is re-quantised.
+// Rows are stored in the cache type (kernels' quantize_row / dequantize_row: F32 copied, F16
+// converted, Q8_0 / Q4_0 quantised block by block along head_dim as GGUF's, an f16 scale per 32
+// values): a merged or rewritten row is re-quantised.
 void KvCache::write_row(uint8_t* dst, const float* src) const {
-  switch (layout_.dtype) {
-    case DType::F32:
-      std::memcpy(dst, src, layout_.row_bytes());
-      break;
-    case DType::F16:
-      kernels::f32_to_f16(src, reinterpret_cast<uint16_t*>(dst), layout_.head_dim);
-      break;
-    default:
-      kernels::quantize_row(layout_.dtype, src, dst, layout_.head_dim);
-  }
+  kernels::quantize_row(layout_.dtype, src, dst, layout_.head_dim);
 }
 void KvCache::read_row(const uint8_t* src, float* dst) const {
-  switch (layout_.dtype) {
-    case DType::F32:
-      std::memcpy(dst, src, layout_.row_bytes());
-      break;
-    case DType::F16:
-      kernels::f16_to_f32(reinterpret_cast<const uint16_t*>(src), dst, layout_.head_dim);
-      break;
-    default:
-      kernels::dequantize_row(layout_.dtype, src, dst, layout_.head_dim);
-  }
+  kernels::dequantize_row(layout_.dtype, src, dst, layout_.head_dim);
 }
 void KvCache::read_k(int layer, int kvh, int32_t slot, float* out) const { read_row(k_row(layer, kvh, slot), out); }
 void KvCache::read_v(int layer, int kvh, int32_t slot, float* out) const { read_row(v_row(layer, kvh, slot), out); }

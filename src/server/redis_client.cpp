@@ -27,15 +27,11 @@ RedisReply copy_reply(const redisReply* r) {
       out.integer = r->integer;
       break;
     case REDIS_REPLY_STRING:
-      out.type = RedisReply::Type::String;
-      out.str.assign(r->str, r->len);
-      break;
     case REDIS_REPLY_STATUS:
-      out.type = RedisReply::Type::Status;
-      out.str.assign(r->str, r->len);
-      break;
     case REDIS_REPLY_ERROR:
-      out.type = RedisReply::Type::Error;
+      out.type = r->type == REDIS_REPLY_STRING   ? RedisReply::Type::String
+                 : r->type == REDIS_REPLY_STATUS ? RedisReply::Type::Status
+                                                 : RedisReply::Type::Error;
       out.str.assign(r->str, r->len);
       break;
     case REDIS_REPLY_ARRAY:

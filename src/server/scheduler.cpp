@@ -554,6 +554,7 @@ void Scheduler::sync_contexts() {
   if (now - last_sync_ < std::chrono::milliseconds(200)) return;
   last_sync_ = now;
   store_.maintain(static_cast<int64_t>(std::time(nullptr)));
+  if (store_.shared()) return;  // handlers ask the shared store itself: no copy to keep
   std::map<std::string, ContextInfo> fresh;
   for (const ContextInfo& i : store_.list()) fresh[i.id] = i;
   std::lock_guard<std::mutex> l(mu_);

@@ -28,6 +28,12 @@ namespace kvs::test {
 
 inline std::string stories_gguf() { return shared_path("models/stories260K/stories260K.gguf"); }
 
+// A short story context (about 80 tokens) for the stored-context tests.
+inline constexpr const char* kStory =
+    "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day, she "
+    "saw a big, red ball. She wanted to play with it, but it was too high. Lily asked her mom to help her. Her mom "
+    "said, \"Let's go to the park and play with the ball.\" Lily was very happy.";
+
 struct TempDir {
   std::filesystem::path path;
   explicit TempDir(const std::string& name) {

@@ -20,10 +20,7 @@ using test::post;
 using test::Reply;
 using Clock = std::chrono::steady_clock;
 
-const char* kStory =
-    "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day, she "
-    "saw a big, red ball. She wanted to play with it, but it was too high. Lily asked her mom to help her. Her mom "
-    "said, \"Let's go to the park and play with the ball.\" Lily was very happy.";
+using test::kStory;
 
 server::ServeOptions replica_options(const test::RedisProcess& r) {
   server::ServeOptions o = test::test_options();
