@@ -42,7 +42,7 @@ DType storage_type_for(DType want, int64_t cols) {
 }
 
 void write_hparams_gguf(GgufWriter& w, const HParams& hp, const std::string& name) {
-  const std::string a = hp.arch == Arch::Qwen2 ? "qwen2" : "llama";
+  const std::string a = gguf_arch_name(hp.arch);
   w.set_str("general.architecture", a);
   w.set_str("general.name", name);
   w.set_u32(a + ".context_length", static_cast<uint32_t>(hp.n_ctx_train));
@@ -132,6 +132,10 @@ std::vector<NamedWeight> weight_list(const Model& m) {
       w.push_back({g + "attn_q.bias", h + "self_attn.q_proj.bias", &l.bq, false, 0});
       w.push_back({g + "attn_k.bias", h + "self_attn.k_proj.bias", &l.bk, false, 0});
       w.push_back({g + "attn_v.bias", h + "self_attn.v_proj.bias", &l.bv, false, 0});
+    }
+    if (l.q_norm.valid()) {
+      w.push_back({g + "attn_q_norm.weight", h + "self_attn.q_norm.weight", &l.q_norm, false, 0});
+      w.push_back({g + "attn_k_norm.weight", h + "self_attn.k_norm.weight", &l.k_norm, false, 0});
     }
     w.push_back({g + "attn_output.weight", h + "self_attn.o_proj.weight", &l.wo, true, 0});
     w.push_back({g + "ffn_norm.weight", h + "post_attention_layernorm.weight", &l.ffn_norm, false, 0});
@@ -279,8 +283,8 @@ void export_hf(const Model& m, const std::string& dir, DType type, const std::st
   json eos = id_or_null(v.eos);
   if (v.eos >= 0 && v.eot >= 0 && v.eot != v.eos) eos = json::array({v.eos, v.eot});  // both end generation
   json cfg = {
-      {"architectures", {hp.arch == Arch::Qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM"}},
-      {"model_type", hp.arch == Arch::Qwen2 ? "qwen2" : "llama"},
+      {"architectures", {hf_architecture(hp.arch)}},
+      {"model_type", hf_model_type(hp.arch)},
       {"hidden_size", hp.n_embd},
       {"intermediate_size", hp.n_ff},
       {"num_hidden_layers", hp.n_layer},
@@ -298,6 +302,7 @@ void export_hf(const Model& m, const std::string& dir, DType type, const std::st
       {"eos_token_id", eos},
       {"pad_token_id", id_or_null(v.pad)},
   };
+  if (hp.arch == Arch::Qwen3) cfg["attention_bias"] = false;
   if (hp.rope_scaling.type == "llama3")
     cfg["rope_scaling"] = {{"rope_type", "llama3"},
                            {"factor", hp.rope_scaling.factor},

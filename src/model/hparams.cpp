@@ -8,6 +8,24 @@
 
 namespace kvs {
 
+const char* gguf_arch_name(Arch a) {
+  switch (a) {
+    case Arch::Qwen2: return "qwen2";
+    case Arch::Qwen3: return "qwen3";
+    default: return "llama";
+  }
+}
+
+const char* hf_model_type(Arch a) { return gguf_arch_name(a); }
+
+const char* hf_architecture(Arch a) {
+  switch (a) {
+    case Arch::Qwen2: return "Qwen2ForCausalLM";
+    case Arch::Qwen3: return "Qwen3ForCausalLM";
+    default: return "LlamaForCausalLM";
+  }
+}
+
 void HParams::validate(const std::string& src) const {
   auto pos = [&](int v, const char* what) {
     if (v <= 0) fail("{}: {} must be positive, got {}", src, what, v);
@@ -43,10 +61,10 @@ void HParams::validate(const std::string& src) const {
 
 std::string HParams::summary() const {
   return fmt::format(
-      "{}: vocab {}, dim {}, layers {}, heads {}/{} kv, head dim {}, ffn {}, ctx {}, rope theta {}{}{}{}",
+      "{}: vocab {}, dim {}, layers {}, heads {}/{} kv, head dim {}, ffn {}, ctx {}, rope theta {}{}{}{}{}",
       arch_name, n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx_train, rope_theta,
       rope_scaling.type != "none" ? ", rope scaling " + rope_scaling.type : "",
-      tied_embeddings ? ", tied embeddings" : "", qkv_bias ? ", qkv bias" : "");
+      tied_embeddings ? ", tied embeddings" : "", qkv_bias ? ", qkv bias" : "", qk_norm ? ", q/k norm" : "");
 }
 
 }  // namespace kvs

@@ -6,7 +6,13 @@
 
 namespace kvs {
 
-enum class Arch { Llama, Qwen2 };
+enum class Arch { Llama, Qwen2, Qwen3 };
+
+// The names a file gives an architecture: GGUF's general.architecture, HF's model_type and
+// architectures[0].
+const char* gguf_arch_name(Arch a);
+const char* hf_model_type(Arch a);
+const char* hf_architecture(Arch a);
 
 struct RopeScaling {
   std::string type = "none";  // "none", "linear", "llama3"
@@ -34,6 +40,7 @@ struct HParams {
   kernels::RopeStyle rope_style = kernels::RopeStyle::Interleaved;
   bool tied_embeddings = false;
   bool qkv_bias = false;
+  bool qk_norm = false;  // per-head RMSNorm of queries and keys after the projection, before RoPE (Qwen3)
 
   int n_group() const { return n_head / n_head_kv; }  // query heads per KV head
   // Throws kvs::Error (naming `source`) when values are inconsistent.

@@ -65,8 +65,14 @@ void load_gguf(Model& m, const std::string& path) {
     hp.arch = Arch::Qwen2;
     hp.rope_style = kernels::RopeStyle::RotateHalf;
     hp.qkv_bias = true;
+  } else if (arch == "qwen3") {
+    // llama.cpp's qwen3: rotate-half (NEOX) RoPE, Q/K stored unpermuted, no biases,
+    // blk.N.attn_q_norm / attn_k_norm [head_dim] applied per head before RoPE.
+    hp.arch = Arch::Qwen3;
+    hp.rope_style = kernels::RopeStyle::RotateHalf;
+    hp.qk_norm = true;
   } else {
-    fail("{}: unsupported architecture '{}' (general.architecture); supported: llama, qwen2", path, arch);
+    fail("{}: unsupported architecture '{}' (general.architecture); supported: llama, qwen2, qwen3", path, arch);
   }
   m.name = g.get_str_opt("general.name").value_or(arch);
   auto key = [&](const char* k) { return arch + "." + k; };
@@ -109,6 +115,10 @@ void load_gguf(Model& m, const std::string& path) {
     l.bq = find_tensor(g, p + "attn_q.bias", hp.qkv_bias);
     l.bk = find_tensor(g, p + "attn_k.bias", hp.qkv_bias);
     l.bv = find_tensor(g, p + "attn_v.bias", hp.qkv_bias);
+    if (hp.qk_norm) {
+      l.q_norm = find_tensor(g, p + "attn_q_norm.weight", true);
+      l.k_norm = find_tensor(g, p + "attn_k_norm.weight", true);
+    }
     l.ffn_norm = find_tensor(g, p + "ffn_norm.weight", true);
     l.ffn_gate = find_tensor(g, p + "ffn_gate.weight", true);
     l.ffn_up = find_tensor(g, p + "ffn_up.weight", true);

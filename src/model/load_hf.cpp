@@ -119,6 +119,7 @@ HParams hparams_from_hf_config(const std::string& cfg_path) {
     const std::string an = (*a)[0].get<std::string>();
     if (an == "LlamaForCausalLM" || an == "MistralForCausalLM") arch = arch.empty() ? "llama" : arch;
     if (an == "Qwen2ForCausalLM") arch = "qwen2";
+    if (an == "Qwen3ForCausalLM") arch = "qwen3";
   }
   if (arch == "llama" || arch == "mistral") {
     hp.arch = Arch::Llama;
@@ -129,8 +130,18 @@ HParams hparams_from_hf_config(const std::string& cfg_path) {
     hp.arch = Arch::Qwen2;
     hp.arch_name = "qwen2";
     hp.qkv_bias = true;
+  } else if (arch == "qwen3") {
+    // transformers' Qwen3Attention: q_norm / k_norm (Qwen3RMSNorm over head_dim) on each head's
+    // projection, before RoPE; attention_bias false in every released Qwen3.
+    hp.arch = Arch::Qwen3;
+    hp.arch_name = "qwen3";
+    hp.qk_norm = true;
+    if (c.bool_opt("attention_bias", false))
+      fail("{}: attention_bias = true is not supported for qwen3 models", cfg_path);
+    if (c.bool_opt("use_sliding_window", false))
+      fail("{}: use_sliding_window = true is not supported for qwen3 models (sliding-window layers: issue 26)", cfg_path);
   } else {
-    fail("{}: unsupported model_type '{}' (supported: llama, mistral, qwen2)", cfg_path, arch);
+    fail("{}: unsupported model_type '{}' (supported: llama, mistral, qwen2, qwen3)", cfg_path, arch);
   }
   if (c.bool_opt("mlp_bias", false)) fail("{}: mlp_bias = true is not supported", cfg_path);
   const std::string act = c.str_opt("hidden_act", "silu");
@@ -212,6 +223,10 @@ void load_hf(Model& m, const std::string& dir) {
     l.bq = get(p + "self_attn.q_proj.bias", hp.qkv_bias);
     l.bk = get(p + "self_attn.k_proj.bias", hp.qkv_bias);
     l.bv = get(p + "self_attn.v_proj.bias", hp.qkv_bias);
+    if (hp.qk_norm) {
+      l.q_norm = get(p + "self_attn.q_norm.weight", true);
+      l.k_norm = get(p + "self_attn.k_norm.weight", true);
+    }
     l.ffn_norm = get(p + "post_attention_layernorm.weight", true);
     l.ffn_gate = get(p + "mlp.gate_proj.weight", true);
     l.ffn_up = get(p + "mlp.up_proj.weight", true);

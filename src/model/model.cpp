@@ -59,8 +59,8 @@ void for_each_weight(const Model& m, const auto& fn) {
   fn(m.output_norm);
   if (m.output.data != m.tok_embd.data) fn(m.output);
   for (const auto& l : m.layers) {
-    for (const TensorView* t : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.bq, &l.bk, &l.bv, &l.ffn_norm,
-                                &l.ffn_gate, &l.ffn_up, &l.ffn_down})
+    for (const TensorView* t : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.bq, &l.bk, &l.bv, &l.q_norm, &l.k_norm,
+                                &l.ffn_norm, &l.ffn_gate, &l.ffn_up, &l.ffn_down})
       if (t->valid()) fn(*t);
   }
 }
@@ -139,6 +139,10 @@ void detail::finish_model(Model& m, const std::string& src) {
       l.bq = vector_f32(m, l.bq, Q, src);
       l.bk = vector_f32(m, l.bk, KV, src);
       l.bv = vector_f32(m, l.bv, KV, src);
+    }
+    if (hp.qk_norm) {
+      l.q_norm = vector_f32(m, l.q_norm, hp.head_dim, src);
+      l.k_norm = vector_f32(m, l.k_norm, hp.head_dim, src);
     }
     l.ffn_norm = vector_f32(m, l.ffn_norm, E, src);
     check_matrix(l.ffn_gate, hp.n_ff, E, src);

@@ -22,6 +22,7 @@ struct LayerWeights {
   TensorView wv;         // [n_head_kv*head_dim][n_embd]
   TensorView wo;         // [n_embd][n_head*head_dim]
   TensorView bq, bk, bv; // optional biases (Qwen2), f32
+  TensorView q_norm, k_norm;  // [head_dim] f32, per-head RMSNorm weights of Q and K (Qwen3), else invalid
   TensorView ffn_norm;   // [n_embd] f32
   TensorView ffn_gate;   // [n_ff][n_embd]
   TensorView ffn_up;     // [n_ff][n_embd]

@@ -9,7 +9,7 @@ HParams make(Arch arch, int vocab, int embd, int layers, int heads, int kv, int 
              bool tied) {
   HParams hp;
   hp.arch = arch;
-  hp.arch_name = arch == Arch::Qwen2 ? "qwen2" : "llama";
+  hp.arch_name = gguf_arch_name(arch);
   hp.n_vocab = vocab;
   hp.n_embd = embd;
   hp.n_layer = layers;
@@ -23,7 +23,16 @@ HParams make(Arch arch, int vocab, int embd, int layers, int heads, int kv, int 
   hp.rms_eps = eps;
   hp.tied_embeddings = tied;
   hp.qkv_bias = arch == Arch::Qwen2;
-  hp.rope_style = arch == Arch::Qwen2 ? kernels::RopeStyle::RotateHalf : kernels::RopeStyle::Interleaved;
+  hp.qk_norm = arch == Arch::Qwen3;
+  hp.rope_style = arch == Arch::Llama ? kernels::RopeStyle::Interleaved : kernels::RopeStyle::RotateHalf;
+  return hp;
+}
+
+// Qwen3: head_dim 128 whatever the width (Q is wider than the residual stream on the small models).
+HParams qwen3(int vocab, int embd, int layers, int heads, int kv, int head_dim, int ff, int ctx, bool tied) {
+  HParams hp = make(Arch::Qwen3, vocab, embd, layers, heads, kv, ff, ctx, 1000000.f, 1e-6f, tied);
+  hp.head_dim = head_dim;
+  hp.rope_dim = head_dim;
   return hp;
 }
 
@@ -35,6 +44,8 @@ std::vector<ShapePreset> build() {
                make(Arch::Llama, 49152, 960, 32, 15, 5, 2560, 8192, 100000.f, 1e-5f, true)});
   v.push_back({"qwen2.5-0.5b", "Qwen2.5-0.5B: 24 layers, dim 896, 14/2 heads, QKV bias",
                make(Arch::Qwen2, 151936, 896, 24, 14, 2, 4864, 32768, 1000000.f, 1e-6f, true)});
+  v.push_back({"qwen3-0.6b", "Qwen3-0.6B: 28 layers, dim 1024, 16/8 heads of 128, per-head Q/K norm",
+               qwen3(151936, 1024, 28, 16, 8, 128, 3072, 40960, true)});
   HParams l32 = make(Arch::Llama, 128256, 2048, 16, 32, 8, 8192, 131072, 500000.f, 1e-5f, true);
   l32.rope_scaling = {"llama3", 32.0f, 1.0f, 4.0f, 8192};
   v.push_back({"llama-3.2-1b", "Llama-3.2-1B: 16 layers, dim 2048, 32/8 heads, llama3 rope scaling", l32});
@@ -46,6 +57,8 @@ std::vector<ShapePreset> build() {
                make(Arch::Llama, 320, 64, 2, 4, 2, 128, 1024, 10000.f, 1e-5f, false)});
   v.push_back({"tiny-qwen2", "a tiny Qwen2 test shape with QKV bias",
                make(Arch::Qwen2, 320, 64, 2, 4, 2, 128, 1024, 1000000.f, 1e-6f, true)});
+  v.push_back({"tiny-qwen3", "a tiny Qwen3 test shape: 2 layers, dim 64, 4/2 heads of 32 (Q wider than dim), Q/K norm",
+               qwen3(320, 64, 2, 4, 2, 32, 128, 1024, true)});
   return v;
 }
 

@@ -106,6 +106,10 @@ void write_random_gguf(const HParams& hp, VocabSpec vocab, DType type, uint64_t 
       vec(p + "attn_k.bias", KV, 0.0f, 0.02f);
       vec(p + "attn_v.bias", KV, 0.0f, 0.02f);
     }
+    if (hp.qk_norm) {  // per-head norm weights, around 1 as trained ones are
+      vec(p + "attn_q_norm.weight", hp.head_dim, 1.0f, 0.2f);
+      vec(p + "attn_k_norm.weight", hp.head_dim, 1.0f, 0.2f);
+    }
     matrix(p + "attn_output.weight", E, Q);
     vec(p + "ffn_norm.weight", E, 1.0f, 0.05f);
     matrix(p + "ffn_gate.weight", hp.n_ff, E);

@@ -64,7 +64,7 @@ TEST(ModelRoundTrip, MakeModelIsDeterministicAndReadsBack) {
 }
 
 TEST(ModelRoundTrip, GgufAndSafetensorsGiveIdenticalTensorsAndLogits) {
-  for (const char* shape : {"tiny", "tiny-qwen2"}) {
+  for (const char* shape : {"tiny", "tiny-qwen2", "tiny-qwen3"}) {
     SCOPED_TRACE(shape);
     test::TempDir dir(std::string("rt_") + shape);
     const auto& p = shape_preset(shape);
@@ -81,6 +81,13 @@ TEST(ModelRoundTrip, GgufAndSafetensorsGiveIdenticalTensorsAndLogits) {
       EXPECT_EQ(std::memcmp(back.data(), lg.wq.data, back.size()), 0);
     } else {
       EXPECT_EQ(std::memcmp(lh.wq.data, lg.wq.data, lg.wq.nbytes), 0);
+    }
+    if (p.hp.qk_norm) {  // Qwen3's per-head norms travel under both names, unpermuted
+      ASSERT_TRUE(lh.q_norm.valid() && lh.k_norm.valid());
+      EXPECT_EQ(std::memcmp(lh.q_norm.data, lg.q_norm.data, lg.q_norm.nbytes), 0);
+      EXPECT_EQ(std::memcmp(lh.k_norm.data, lg.k_norm.data, lg.k_norm.nbytes), 0);
+      EXPECT_EQ(hf->hp.head_dim, 32);
+      EXPECT_EQ(hf->hp.arch, Arch::Qwen3);
     }
     expect_close(run(*gg, 40), run(*hf, 40), 1e-4f);
     // And back to GGUF from HF.

@@ -116,6 +116,7 @@ TEST(PreRope, KeysAndQueriesArePreRope) {
   test::TempDir dir("pre_rope");
   check_pre_rope(*random_model(dir, shape_preset("smollm2-135m").hp, "smollm2"));
   check_pre_rope(*random_model(dir, shape_preset("qwen2.5-0.5b").hp, "qwen"));  // rotate-half, biases
+  check_pre_rope(*random_model(dir, shape_preset("qwen3-0.6b").hp, "qwen3"));  // Q/K normed before RoPE, head_dim 128
 }
 
 double spearman(const std::vector<double>& a, const std::vector<double>& b) {

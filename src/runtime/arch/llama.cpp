@@ -70,7 +70,12 @@ void for_rows(ThreadPool& pool, int n, Fn&& fn) {
   });
 }
 
-// Q/K/V of the normed rows a.xn: projections, biases, pre-RoPE copies, RoPE.
+// Per-head RMSNorm in place: x [heads][D], weights w [D] (Qwen3's q_norm / k_norm).
+void qk_norm(float* x, int heads, int D, const float* w, float eps) {
+  for (int h = 0; h < heads; ++h) kernels::rmsnorm(x + static_cast<size_t>(h) * D, w, x + static_cast<size_t>(h) * D, D, eps);
+}
+
+// Q/K/V of the normed rows a.xn: projections, biases, Qwen3's per-head Q/K norms, pre-RoPE copies, RoPE.
 void qkv(const Runtime& rt, const LayerWeights& L, Activations& a, int n, bool keep_pre) {
   const HParams& hp = rt.model.hp;
   const int H = hp.n_head, Hkv = hp.n_head_kv, D = hp.head_dim, R = hp.rope_dim;
@@ -85,6 +90,10 @@ void qkv(const Runtime& rt, const LayerWeights& L, Activations& a, int n, bool k
       kernels::add_f32(qt, L.bq.f32(), Q);
       kernels::add_f32(kt, L.bk.f32(), KV);
       kernels::add_f32(a.v.data() + static_cast<size_t>(t) * KV, L.bv.f32(), KV);
+    }
+    if (L.q_norm.valid()) {  // Qwen3: each head's query and key RMS-normed (weights [D]) before RoPE
+      qk_norm(qt, H, D, L.q_norm.f32(), hp.rms_eps);
+      qk_norm(kt, Hkv, D, L.k_norm.f32(), hp.rms_eps);
     }
     if (keep_pre) {
       std::memcpy(a.q_pre.data() + static_cast<size_t>(t) * Q, qt, sizeof(float) * Q);
@@ -126,6 +135,7 @@ void project_attn_input_queries(const Runtime& rt, int layer, const float* attn_
   for_rows(rt.pool, n, [&](int t) {
     float* qt = q_out + static_cast<size_t>(t) * Q;
     if (L.bq.valid()) kernels::add_f32(qt, L.bq.f32(), Q);
+    if (L.q_norm.valid()) qk_norm(qt, H, D, L.q_norm.f32(), hp.rms_eps);
     kernels::rope(qt, H, D, R, rope_cs + (rope_shared ? 0 : static_cast<size_t>(t) * R), hp.rope_style);
   });
 }

@@ -1,8 +1,9 @@
 // The Llama-family forward pass, read top-down: embedding -> N x [RMSNorm, Q/K/V projections
 // (+ Qwen2's biases), RoPE, append K/V to the cache, attention over the per-head cache, output
 // projection, residual, RMSNorm, SwiGLU FFN, residual] -> RMSNorm -> logits.
-// Covers `llama` (Llama 2/3/3.1/3.2, Mistral, SmolLM, TinyLlama) and `qwen2` (Llama + QKV biases,
-// rotate-half RoPE). One file per architecture, as llama.cpp's src/models/<arch>.cpp.
+// Covers `llama` (Llama 2/3/3.1/3.2, Mistral, SmolLM, TinyLlama), `qwen2` (Llama + QKV biases,
+// rotate-half RoPE) and `qwen3` (Llama + a per-head RMSNorm of Q and K before rotate-half RoPE,
+// head_dim independent of the width): the same block with optional steps, so one file. One file per architecture, as llama.cpp's src/models/<arch>.cpp.
 //
 // Dimension legend: T = rows (tokens) of the chunk, E = n_embd, H = query heads, Hkv = KV heads,
 // D = head_dim, R = rope_dim, F = n_ff, V = n_vocab.
