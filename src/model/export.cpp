@@ -59,6 +59,7 @@ void write_hparams_gguf(GgufWriter& w, const HParams& hp, const std::string& nam
   w.set_f32(a + ".rope.freq_base", hp.rope_theta);
   w.set_f32(a + ".attention.layer_norm_rms_epsilon", hp.rms_eps);
   w.set_u32(a + ".vocab_size", static_cast<uint32_t>(hp.n_vocab));
+  if (hp.arch == Arch::Phi3) w.set_u32(a + ".attention.sliding_window", static_cast<uint32_t>(hp.n_swa));
   if (hp.rope_scaling.type == "linear") {
     w.set_str(a + ".rope.scaling.type", "linear");
     w.set_f32(a + ".rope.scaling.factor", hp.rope_scaling.factor);
@@ -125,9 +126,13 @@ std::vector<NamedWeight> weight_list(const Model& m) {
     const auto& l = m.layers[static_cast<size_t>(i)];
     const std::string g = "blk." + std::to_string(i) + ".", h = "model.layers." + std::to_string(i) + ".";
     w.push_back({g + "attn_norm.weight", h + "input_layernorm.weight", &l.attn_norm, false, 0});
-    w.push_back({g + "attn_q.weight", h + "self_attn.q_proj.weight", &l.wq, true, m.hp.n_head});
-    w.push_back({g + "attn_k.weight", h + "self_attn.k_proj.weight", &l.wk, true, m.hp.n_head_kv});
-    w.push_back({g + "attn_v.weight", h + "self_attn.v_proj.weight", &l.wv, true, 0});
+    if (l.wqkv.valid()) {  // Phi-3: written fused as read (rotate-half: no Q/K row permutation)
+      w.push_back({g + "attn_qkv.weight", h + "self_attn.qkv_proj.weight", &l.wqkv, true, 0});
+    } else {
+      w.push_back({g + "attn_q.weight", h + "self_attn.q_proj.weight", &l.wq, true, m.hp.n_head});
+      w.push_back({g + "attn_k.weight", h + "self_attn.k_proj.weight", &l.wk, true, m.hp.n_head_kv});
+      w.push_back({g + "attn_v.weight", h + "self_attn.v_proj.weight", &l.wv, true, 0});
+    }
     if (l.bq.valid()) {
       w.push_back({g + "attn_q.bias", h + "self_attn.q_proj.bias", &l.bq, false, 0});
       w.push_back({g + "attn_k.bias", h + "self_attn.k_proj.bias", &l.bk, false, 0});
@@ -139,8 +144,12 @@ std::vector<NamedWeight> weight_list(const Model& m) {
     }
     w.push_back({g + "attn_output.weight", h + "self_attn.o_proj.weight", &l.wo, true, 0});
     w.push_back({g + "ffn_norm.weight", h + "post_attention_layernorm.weight", &l.ffn_norm, false, 0});
-    w.push_back({g + "ffn_gate.weight", h + "mlp.gate_proj.weight", &l.ffn_gate, true, 0});
-    w.push_back({g + "ffn_up.weight", h + "mlp.up_proj.weight", &l.ffn_up, true, 0});
+    if (l.ffn_gate_up.valid()) {
+      w.push_back({g + "ffn_up.weight", h + "mlp.gate_up_proj.weight", &l.ffn_gate_up, true, 0});
+    } else {
+      w.push_back({g + "ffn_gate.weight", h + "mlp.gate_proj.weight", &l.ffn_gate, true, 0});
+      w.push_back({g + "ffn_up.weight", h + "mlp.up_proj.weight", &l.ffn_up, true, 0});
+    }
     w.push_back({g + "ffn_down.weight", h + "mlp.down_proj.weight", &l.ffn_down, true, 0});
   }
   w.push_back({"output_norm.weight", "model.norm.weight", &m.output_norm, false, 0});
@@ -303,6 +312,10 @@ void export_hf(const Model& m, const std::string& dir, DType type, const std::st
       {"pad_token_id", id_or_null(v.pad)},
   };
   if (hp.arch == Arch::Qwen3) cfg["attention_bias"] = false;
+  if (hp.arch == Arch::Phi3) {
+    cfg["sliding_window"] = hp.n_swa > 0 ? json(hp.n_swa) : json(nullptr);
+    cfg["original_max_position_embeddings"] = hp.n_ctx_train;
+  }
   if (hp.rope_scaling.type == "llama3")
     cfg["rope_scaling"] = {{"rope_type", "llama3"},
                            {"factor", hp.rope_scaling.factor},

@@ -12,6 +12,7 @@ const char* gguf_arch_name(Arch a) {
   switch (a) {
     case Arch::Qwen2: return "qwen2";
     case Arch::Qwen3: return "qwen3";
+    case Arch::Phi3: return "phi3";
     default: return "llama";
   }
 }
@@ -22,6 +23,7 @@ const char* hf_architecture(Arch a) {
   switch (a) {
     case Arch::Qwen2: return "Qwen2ForCausalLM";
     case Arch::Qwen3: return "Qwen3ForCausalLM";
+    case Arch::Phi3: return "Phi3ForCausalLM";
     default: return "LlamaForCausalLM";
   }
 }
@@ -44,6 +46,7 @@ void HParams::validate(const std::string& src) const {
   if (!(rms_eps > 0.0f) || rms_eps > 1.0f) fail("{}: RMS norm epsilon {} out of range", src, rms_eps);
   if (!(rope_theta > 0.0f)) fail("{}: rope theta {} must be positive", src, rope_theta);
   pos(n_ctx_train, "training context length");
+  if (n_swa < 0) fail("{}: sliding window {} must be >= 0", src, n_swa);
   if (n_layer > 1024 || n_head > 1024 || head_dim > 1024 || n_embd > 65536 || n_ff > (1 << 20) || n_vocab > (1 << 24) ||
       n_ctx_train > (1 << 24))
     fail("{}: implausible model shape ({})", src, summary());
@@ -61,10 +64,11 @@ void HParams::validate(const std::string& src) const {
 
 std::string HParams::summary() const {
   return fmt::format(
-      "{}: vocab {}, dim {}, layers {}, heads {}/{} kv, head dim {}, ffn {}, ctx {}, rope theta {}{}{}{}{}",
+      "{}: vocab {}, dim {}, layers {}, heads {}/{} kv, head dim {}, ffn {}, ctx {}, rope theta {}{}{}{}{}{}",
       arch_name, n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx_train, rope_theta,
       rope_scaling.type != "none" ? ", rope scaling " + rope_scaling.type : "",
-      tied_embeddings ? ", tied embeddings" : "", qkv_bias ? ", qkv bias" : "", qk_norm ? ", q/k norm" : "");
+      tied_embeddings ? ", tied embeddings" : "", qkv_bias ? ", qkv bias" : "", qk_norm ? ", q/k norm" : "",
+      n_swa > 0 ? fmt::format(", sliding window {}", n_swa) : "");
 }
 
 }  // namespace kvs

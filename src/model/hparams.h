@@ -6,7 +6,7 @@
 
 namespace kvs {
 
-enum class Arch { Llama, Qwen2, Qwen3 };
+enum class Arch { Llama, Qwen2, Qwen3, Phi3 };
 
 // The names a file gives an architecture: GGUF's general.architecture, HF's model_type and
 // architectures[0].
@@ -40,6 +40,8 @@ struct HParams {
   kernels::RopeStyle rope_style = kernels::RopeStyle::Interleaved;
   bool tied_embeddings = false;
   bool qkv_bias = false;
+  int n_swa = 0;         // sliding window on every layer: a query sees keys at most n_swa - 1 positions back
+                         // (llama.cpp's n_swa; Phi-3-mini-4k: 2047); 0 = none
   bool qk_norm = false;  // per-head RMSNorm of queries and keys after the projection, before RoPE (Qwen3)
 
   int n_group() const { return n_head / n_head_kv; }  // query heads per KV head

@@ -71,8 +71,12 @@ void load_gguf(Model& m, const std::string& path) {
     hp.arch = Arch::Qwen3;
     hp.rope_style = kernels::RopeStyle::RotateHalf;
     hp.qk_norm = true;
+  } else if (arch == "phi3") {
+    // llama.cpp's phi3 (Phi-3, Phi-3.5, Phi-4): NEOX RoPE, fused attn_qkv and ffn_up (gate | up).
+    hp.arch = Arch::Phi3;
+    hp.rope_style = kernels::RopeStyle::RotateHalf;
   } else {
-    fail("{}: unsupported architecture '{}' (general.architecture); supported: llama, qwen2, qwen3", path, arch);
+    fail("{}: unsupported architecture '{}' (general.architecture); supported: llama, qwen2, qwen3, phi3", path, arch);
   }
   m.name = g.get_str_opt("general.name").value_or(arch);
   auto key = [&](const char* k) { return arch + "." + k; };
@@ -96,6 +100,27 @@ void load_gguf(Model& m, const std::string& path) {
     hp.rope_scaling.factor = static_cast<float>(g.get_float(key("rope.scaling.factor")));
   }
 
+  if (hp.arch == Arch::Phi3) {
+    // llama.cpp (llama-model.cpp, LLM_ARCH_PHI3) sets the sliding window from the shape, as the GGUF
+    // carries none: Phi-3-mini/medium-4k 2,047; mini-128k 262,144; medium-128k 131,072.
+    if ((hp.n_layer == 32 || hp.n_layer == 40) && hp.n_ctx_train == 4096)
+      hp.n_swa = 2047;
+    else if (hp.n_layer == 32 && hp.n_head_kv == 32 && hp.n_ctx_train == 131072)
+      hp.n_swa = 262144;
+    else if (hp.n_layer == 40 && hp.n_ctx_train == 131072)
+      hp.n_swa = 131072;
+    // ... unless the file says (phi3.attention.sliding_window, as llama.cpp reads it; 0 for Phi-4).
+    if (auto sw = g.get_int_opt(key("attention.sliding_window"))) {
+      if (*sw < 0 || *sw > (1 << 24)) fail("{}: {} = {} out of range", path, key("attention.sliding_window"), *sw);
+      hp.n_swa = static_cast<int>(*sw);
+    } else if (hp.n_swa == 0) {
+      fail("{}: {} is missing and the shape is none of the Phi-3 models llama.cpp knows a window for", path,
+           key("attention.sliding_window"));
+    }
+    if (g.tensor("rope_factors_long.weight") || g.tensor("blk.0.rope_factors_long.weight"))
+      fail("{}: this Phi-3 file uses LongRoPE (rope_factors_long/short, the 128k models), which is not supported", path);
+  }
+
   m.tok_embd = find_tensor(g, "token_embd.weight", true);
   hp.n_vocab = static_cast<int>(m.tok_embd.rows());
   if (auto nv = g.get_int_opt(key("vocab_size")); nv && *nv != hp.n_vocab)
@@ -108,9 +133,13 @@ void load_gguf(Model& m, const std::string& path) {
     const std::string p = "blk." + std::to_string(i) + ".";
     LayerWeights l;
     l.attn_norm = find_tensor(g, p + "attn_norm.weight", true);
-    l.wq = find_tensor(g, p + "attn_q.weight", true);
-    l.wk = find_tensor(g, p + "attn_k.weight", true);
-    l.wv = find_tensor(g, p + "attn_v.weight", true);
+    if (hp.arch == Arch::Phi3 && g.tensor(p + "attn_qkv.weight")) {
+      l.wqkv = find_tensor(g, p + "attn_qkv.weight", true);  // split into row views by finish_model
+    } else {
+      l.wq = find_tensor(g, p + "attn_q.weight", true);
+      l.wk = find_tensor(g, p + "attn_k.weight", true);
+      l.wv = find_tensor(g, p + "attn_v.weight", true);
+    }
     l.wo = find_tensor(g, p + "attn_output.weight", true);
     l.bq = find_tensor(g, p + "attn_q.bias", hp.qkv_bias);
     l.bk = find_tensor(g, p + "attn_k.bias", hp.qkv_bias);
@@ -120,8 +149,12 @@ void load_gguf(Model& m, const std::string& path) {
       l.k_norm = find_tensor(g, p + "attn_k_norm.weight", true);
     }
     l.ffn_norm = find_tensor(g, p + "ffn_norm.weight", true);
-    l.ffn_gate = find_tensor(g, p + "ffn_gate.weight", true);
-    l.ffn_up = find_tensor(g, p + "ffn_up.weight", true);
+    if (hp.arch == Arch::Phi3) {
+      l.ffn_gate_up = find_tensor(g, p + "ffn_up.weight", true);  // [2 n_ff] rows: gate, then up
+    } else {
+      l.ffn_gate = find_tensor(g, p + "ffn_gate.weight", true);
+      l.ffn_up = find_tensor(g, p + "ffn_up.weight", true);
+    }
     l.ffn_down = find_tensor(g, p + "ffn_down.weight", true);
     m.layers.push_back(std::move(l));
   }

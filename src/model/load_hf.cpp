@@ -120,6 +120,7 @@ HParams hparams_from_hf_config(const std::string& cfg_path) {
     if (an == "LlamaForCausalLM" || an == "MistralForCausalLM") arch = arch.empty() ? "llama" : arch;
     if (an == "Qwen2ForCausalLM") arch = "qwen2";
     if (an == "Qwen3ForCausalLM") arch = "qwen3";
+    if (an == "Phi3ForCausalLM") arch = "phi3";
   }
   if (arch == "llama" || arch == "mistral") {
     hp.arch = Arch::Llama;
@@ -140,8 +141,18 @@ HParams hparams_from_hf_config(const std::string& cfg_path) {
       fail("{}: attention_bias = true is not supported for qwen3 models", cfg_path);
     if (c.bool_opt("use_sliding_window", false))
       fail("{}: use_sliding_window = true is not supported for qwen3 models (sliding-window layers: issue 26)", cfg_path);
+  } else if (arch == "phi3") {
+    // transformers' Phi3: fused qkv_proj and gate_up_proj (gate first), rotate-half RoPE, a sliding
+    // window (config.sliding_window; the mini-4k model's 2,047) on every layer.
+    hp.arch = Arch::Phi3;
+    hp.arch_name = "phi3";
+    if (const json* sw = c.get("sliding_window")) {
+      if (!sw->is_number_integer() || sw->get<int64_t>() < 0 || sw->get<int64_t>() > kMaxCtxTrain)
+        fail("{}: 'sliding_window' must be null or an integer in 0..{}, got {}", cfg_path, kMaxCtxTrain, sw->dump());
+      hp.n_swa = static_cast<int>(sw->get<int64_t>());
+    }
   } else {
-    fail("{}: unsupported model_type '{}' (supported: llama, mistral, qwen2, qwen3)", cfg_path, arch);
+    fail("{}: unsupported model_type '{}' (supported: llama, mistral, qwen2, qwen3, phi3)", cfg_path, arch);
   }
   if (c.bool_opt("mlp_bias", false)) fail("{}: mlp_bias = true is not supported", cfg_path);
   const std::string act = c.str_opt("hidden_act", "silu");
@@ -177,6 +188,8 @@ HParams hparams_from_hf_config(const std::string& cfg_path) {
     } else if (type == "linear") {
       hp.rope_scaling.type = "linear";
       hp.rope_scaling.factor = static_cast<float>(r.num_opt_in("factor", 1.0, 0.0, 1e6));
+    } else if (type == "longrope" || type == "su") {
+      fail("{}: rope_scaling type '{}' (LongRoPE, the 128k Phi-3 models) is not supported", cfg_path, type);
     } else if (type != "default") {
       fail("{}: rope_scaling type '{}' is not supported (supported: llama3, linear)", cfg_path, type);
     }
@@ -216,9 +229,13 @@ void load_hf(Model& m, const std::string& dir) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     LayerWeights l;
     l.attn_norm = get(p + "input_layernorm.weight", true);
-    l.wq = get(p + "self_attn.q_proj.weight", true);
-    l.wk = get(p + "self_attn.k_proj.weight", true);
-    l.wv = get(p + "self_attn.v_proj.weight", true);
+    if (hp.arch == Arch::Phi3) {
+      l.wqkv = get(p + "self_attn.qkv_proj.weight", true);
+    } else {
+      l.wq = get(p + "self_attn.q_proj.weight", true);
+      l.wk = get(p + "self_attn.k_proj.weight", true);
+      l.wv = get(p + "self_attn.v_proj.weight", true);
+    }
     l.wo = get(p + "self_attn.o_proj.weight", true);
     l.bq = get(p + "self_attn.q_proj.bias", hp.qkv_bias);
     l.bk = get(p + "self_attn.k_proj.bias", hp.qkv_bias);
@@ -228,8 +245,12 @@ void load_hf(Model& m, const std::string& dir) {
       l.k_norm = get(p + "self_attn.k_norm.weight", true);
     }
     l.ffn_norm = get(p + "post_attention_layernorm.weight", true);
-    l.ffn_gate = get(p + "mlp.gate_proj.weight", true);
-    l.ffn_up = get(p + "mlp.up_proj.weight", true);
+    if (hp.arch == Arch::Phi3) {
+      l.ffn_gate_up = get(p + "mlp.gate_up_proj.weight", true);
+    } else {
+      l.ffn_gate = get(p + "mlp.gate_proj.weight", true);
+      l.ffn_up = get(p + "mlp.up_proj.weight", true);
+    }
     l.ffn_down = get(p + "mlp.down_proj.weight", true);
     m.layers.push_back(std::move(l));
   }

@@ -59,9 +59,15 @@ void for_each_weight(const Model& m, const auto& fn) {
   fn(m.output_norm);
   if (m.output.data != m.tok_embd.data) fn(m.output);
   for (const auto& l : m.layers) {
-    for (const TensorView* t : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.bq, &l.bk, &l.bv, &l.q_norm, &l.k_norm,
-                                &l.ffn_norm, &l.ffn_gate, &l.ffn_up, &l.ffn_down})
-      if (t->valid()) fn(*t);
+    // Fused tensors (Phi-3) count once: their row views are skipped.
+    const bool fqkv = l.wqkv.valid(), fgu = l.ffn_gate_up.valid();
+    for (const TensorView* t : {&l.attn_norm, &l.wqkv, &l.wq, &l.wk, &l.wv, &l.wo, &l.bq, &l.bk, &l.bv, &l.q_norm,
+                                &l.k_norm, &l.ffn_norm, &l.ffn_gate_up, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) {
+      if (!t->valid()) continue;
+      if (fqkv && (t == &l.wq || t == &l.wk || t == &l.wv)) continue;
+      if (fgu && (t == &l.ffn_gate || t == &l.ffn_up)) continue;
+      fn(*t);
+    }
   }
 }
 
@@ -73,6 +79,16 @@ void check_matrix(const TensorView& t, int64_t rows, int64_t cols, const std::st
     fail("{}: tensor '{}': {}", src, t.name, kernels::cannot_compute_message(t.type));
   if (t.ne[0] != cols || t.rows() != rows || t.ne[2] != 1 || t.ne[3] != 1)
     fail("{}: tensor '{}' has shape {}, expected [{}, {}]", src, t.name, shape_str(t), cols, rows);
+}
+
+// Rows [r0, r0 + n) of a matrix as a view of its bytes (rows are contiguous whole blocks in every type).
+TensorView row_slice(const TensorView& t, int64_t r0, int64_t n, const std::string& name) {
+  TensorView v = t;
+  v.name = name;
+  v.ne[1] = n;
+  v.data = t.row(r0);
+  v.nbytes = static_cast<size_t>(n) * t.row_bytes();
+  return v;
 }
 
 // Vectors (norm weights, biases) are converted to owned f32 if stored in another type.
@@ -131,6 +147,17 @@ void detail::finish_model(Model& m, const std::string& src) {
     fail("{}: found {} layers of weights, expected {}", src, m.layers.size(), hp.n_layer);
   for (auto& l : m.layers) {
     l.attn_norm = vector_f32(m, l.attn_norm, E, src);
+    if (l.wqkv.valid()) {  // Phi-3: [Q | K | V] rows
+      check_matrix(l.wqkv, Q + 2 * KV, E, src);
+      l.wq = row_slice(l.wqkv, 0, Q, l.wqkv.name + "[q]");
+      l.wk = row_slice(l.wqkv, Q, KV, l.wqkv.name + "[k]");
+      l.wv = row_slice(l.wqkv, Q + KV, KV, l.wqkv.name + "[v]");
+    }
+    if (l.ffn_gate_up.valid()) {  // Phi-3: [gate | up] rows, silu on the gate (llama.cpp LLM_FFN_SWIGLU, HF chunk(2))
+      check_matrix(l.ffn_gate_up, 2 * int64_t{hp.n_ff}, E, src);
+      l.ffn_gate = row_slice(l.ffn_gate_up, 0, hp.n_ff, l.ffn_gate_up.name + "[gate]");
+      l.ffn_up = row_slice(l.ffn_gate_up, hp.n_ff, hp.n_ff, l.ffn_gate_up.name + "[up]");
+    }
     check_matrix(l.wq, Q, E, src);
     check_matrix(l.wk, KV, E, src);
     check_matrix(l.wv, KV, E, src);

@@ -22,6 +22,8 @@ struct LayerWeights {
   TensorView wv;         // [n_head_kv*head_dim][n_embd]
   TensorView wo;         // [n_embd][n_head*head_dim]
   TensorView bq, bk, bv; // optional biases (Qwen2), f32
+  TensorView wqkv;       // [(H + 2 Hkv) D][n_embd] fused Q/K/V as stored (Phi-3); wq/wk/wv are row views into it
+  TensorView ffn_gate_up;  // [2 n_ff][n_embd] fused gate (first half) and up as stored (Phi-3); row views as above
   TensorView q_norm, k_norm;  // [head_dim] f32, per-head RMSNorm weights of Q and K (Qwen3), else invalid
   TensorView ffn_norm;   // [n_embd] f32
   TensorView ffn_gate;   // [n_ff][n_embd]

@@ -36,6 +36,13 @@ HParams qwen3(int vocab, int embd, int layers, int heads, int kv, int head_dim, 
   return hp;
 }
 
+// Phi-3: untied output, RoPE theta 10k, a sliding window on every layer.
+HParams phi3(int vocab, int embd, int layers, int heads, int kv, int ff, int ctx, int window) {
+  HParams hp = make(Arch::Phi3, vocab, embd, layers, heads, kv, ff, ctx, 10000.f, 1e-5f, false);
+  hp.n_swa = window;
+  return hp;
+}
+
 std::vector<ShapePreset> build() {
   std::vector<ShapePreset> v;
   v.push_back({"smollm2-135m", "SmolLM2-135M (HuggingFaceTB): 30 layers, dim 576, 9/3 heads",
@@ -46,6 +53,8 @@ std::vector<ShapePreset> build() {
                make(Arch::Qwen2, 151936, 896, 24, 14, 2, 4864, 32768, 1000000.f, 1e-6f, true)});
   v.push_back({"qwen3-0.6b", "Qwen3-0.6B: 28 layers, dim 1024, 16/8 heads of 128, per-head Q/K norm",
                qwen3(151936, 1024, 28, 16, 8, 128, 3072, 40960, true)});
+  v.push_back({"phi-3-mini", "Phi-3-mini-4k: 32 layers, dim 3072, 32/32 heads of 96, fused QKV and gate/up, window 2047",
+               phi3(32064, 3072, 32, 32, 32, 8192, 4096, 2047)});
   HParams l32 = make(Arch::Llama, 128256, 2048, 16, 32, 8, 8192, 131072, 500000.f, 1e-5f, true);
   l32.rope_scaling = {"llama3", 32.0f, 1.0f, 4.0f, 8192};
   v.push_back({"llama-3.2-1b", "Llama-3.2-1B: 16 layers, dim 2048, 32/8 heads, llama3 rope scaling", l32});
@@ -57,6 +66,8 @@ std::vector<ShapePreset> build() {
                make(Arch::Llama, 320, 64, 2, 4, 2, 128, 1024, 10000.f, 1e-5f, false)});
   v.push_back({"tiny-qwen2", "a tiny Qwen2 test shape with QKV bias",
                make(Arch::Qwen2, 320, 64, 2, 4, 2, 128, 1024, 1000000.f, 1e-6f, true)});
+  v.push_back({"tiny-phi3", "a tiny Phi-3 test shape: 2 layers, dim 64, 4/2 heads, fused QKV and gate/up, window 1000",
+               phi3(320, 64, 2, 4, 2, 128, 1024, 1000)});
   v.push_back({"tiny-qwen3", "a tiny Qwen3 test shape: 2 layers, dim 64, 4/2 heads of 32 (Q wider than dim), Q/K norm",
                qwen3(320, 64, 2, 4, 2, 32, 128, 1024, true)});
   return v;

@@ -98,9 +98,13 @@ void write_random_gguf(const HParams& hp, VocabSpec vocab, DType type, uint64_t 
   for (int i = 0; i < hp.n_layer; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
     vec(p + "attn_norm.weight", E, 1.0f, 0.05f);
-    matrix(p + "attn_q.weight", Q, E);
-    matrix(p + "attn_k.weight", KV, E);
-    matrix(p + "attn_v.weight", KV, E);
+    if (hp.arch == Arch::Phi3) {
+      matrix(p + "attn_qkv.weight", Q + 2 * KV, E);
+    } else {
+      matrix(p + "attn_q.weight", Q, E);
+      matrix(p + "attn_k.weight", KV, E);
+      matrix(p + "attn_v.weight", KV, E);
+    }
     if (hp.qkv_bias) {
       vec(p + "attn_q.bias", Q, 0.0f, 0.02f);
       vec(p + "attn_k.bias", KV, 0.0f, 0.02f);
@@ -112,8 +116,12 @@ void write_random_gguf(const HParams& hp, VocabSpec vocab, DType type, uint64_t 
     }
     matrix(p + "attn_output.weight", E, Q);
     vec(p + "ffn_norm.weight", E, 1.0f, 0.05f);
-    matrix(p + "ffn_gate.weight", hp.n_ff, E);
-    matrix(p + "ffn_up.weight", hp.n_ff, E);
+    if (hp.arch == Arch::Phi3) {
+      matrix(p + "ffn_up.weight", 2 * int64_t{hp.n_ff}, E);  // gate | up
+    } else {
+      matrix(p + "ffn_gate.weight", hp.n_ff, E);
+      matrix(p + "ffn_up.weight", hp.n_ff, E);
+    }
     matrix(p + "ffn_down.weight", E, hp.n_ff);
   }
   vec("output_norm.weight", E, 1.0f, 0.05f);

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <numbers>
 
+#include "core/error.h"
 #include "kernels/ops.h"
 #include "kernels/q4_0_packed.h"
 #include "model/export.h"
@@ -64,7 +65,7 @@ TEST(ModelRoundTrip, MakeModelIsDeterministicAndReadsBack) {
 }
 
 TEST(ModelRoundTrip, GgufAndSafetensorsGiveIdenticalTensorsAndLogits) {
-  for (const char* shape : {"tiny", "tiny-qwen2", "tiny-qwen3"}) {
+  for (const char* shape : {"tiny", "tiny-qwen2", "tiny-qwen3", "tiny-phi3"}) {
     SCOPED_TRACE(shape);
     test::TempDir dir(std::string("rt_") + shape);
     const auto& p = shape_preset(shape);
@@ -89,12 +90,53 @@ TEST(ModelRoundTrip, GgufAndSafetensorsGiveIdenticalTensorsAndLogits) {
       EXPECT_EQ(hf->hp.head_dim, 32);
       EXPECT_EQ(hf->hp.arch, Arch::Qwen3);
     }
+    if (p.hp.arch == Arch::Phi3) {  // fused as stored, split into row views, the window kept both ways
+      ASSERT_TRUE(lh.wqkv.valid() && lh.ffn_gate_up.valid());
+      EXPECT_EQ(std::memcmp(lh.wqkv.data, lg.wqkv.data, lg.wqkv.nbytes), 0);
+      EXPECT_EQ(std::memcmp(lh.ffn_gate_up.data, lg.ffn_gate_up.data, lg.ffn_gate_up.nbytes), 0);
+      EXPECT_EQ(lg.ffn_up.data, lg.ffn_gate_up.row(p.hp.n_ff));
+      EXPECT_EQ(hf->hp.n_swa, 1000);
+      EXPECT_EQ(gg->hp.n_swa, 1000);
+    }
     expect_close(run(*gg, 40), run(*hf, 40), 1e-4f);
     // And back to GGUF from HF.
     export_gguf(*hf, dir / "m2.gguf", DType::F32);
     auto gg2 = Model::load(dir / "m2.gguf");
     expect_close(run(*gg, 40), run(*gg2, 40), 1e-5f);
   }
+}
+
+// A model whose layers all slide over a window (Phi-3-mini-4k: 2,047) runs exactly up to the window
+// and refuses positions beyond it (sliding-window attention is not implemented yet) — in a prefill,
+// one decode step at a time, and a batched step — naming the window; never a different answer.
+TEST(ModelRoundTrip, SlidingWindowModelRefusesPositionsBeyondItsWindow) {
+  auto expect_error = [](auto fn, const std::string& needle) {
+    try {
+      fn();
+      ADD_FAILURE() << "no error (expected one containing '" << needle << "')";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  test::TempDir dir("swa");
+  HParams hp = shape_preset("tiny-phi3").hp;
+  hp.n_swa = 40;
+  write_random_gguf(hp, synthetic_spm_vocab(hp.n_vocab), DType::F32, 3, "phi", dir / "phi.gguf");
+  auto m = Model::load(dir / "phi.gguf");
+  ASSERT_EQ(m->hp.n_swa, 40);
+  Engine e(*m, {});
+  std::vector<int32_t> ids(40, 5);
+  auto c = e.new_cache();
+  EXPECT_NO_THROW(e.forward(*c, ids, Logits::Last));  // positions 0..39: inside the window
+  const int32_t one = 7;
+  expect_error([&] { e.forward(*c, std::span<const int32_t>(&one, 1), Logits::Last); }, "sliding attention window (40");
+  auto c2 = e.new_cache();
+  ids.push_back(5);
+  expect_error([&] { e.forward(*c2, ids, Logits::None); }, "position 40 is beyond");
+  auto c3 = e.new_cache();
+  e.forward(*c3, std::span<const int32_t>(ids).first(40), Logits::None);
+  const Engine::BatchItem item{c3.get(), std::span<const int32_t>(&one, 1), nullptr};
+  expect_error([&] { e.forward_batch(std::span<const Engine::BatchItem>(&item, 1)); }, "must stay under 40 tokens");
 }
 
 // Q4_0 weights repacked at load (kernels/q4_0_packed.h, on the AVX-512 table) give the logits of
