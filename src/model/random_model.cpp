@@ -1,5 +1,6 @@
 #include "model/random_model.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -72,6 +73,20 @@ void write_random_gguf(const HParams& hp, VocabSpec vocab, DType type, uint64_t 
   if (!kernels::dtype_computable(type)) fail("make-model: cannot write weights as {}", dtype_name(type));
   if (static_cast<int>(vocab.tokens.size()) > hp.n_vocab)
     fail("make-model: the vocabulary has {} tokens, more than the shape's {}", vocab.tokens.size(), hp.n_vocab);
+  // Phi-3's added tokens (llama.cpp looks "<|endoftext|>" up in a model named phi-3 and fails
+  // without it; the chat template needs the others), after the synthetic ones as in the real vocab.
+  if (hp.arch == Arch::Phi3 && std::find(vocab.tokens.begin(), vocab.tokens.end(), "<|endoftext|>") == vocab.tokens.end()) {
+    for (const char* t : {"<|endoftext|>", "<|assistant|>", "<|system|>", "<|end|>", "<|user|>"}) {
+      if (static_cast<int>(vocab.tokens.size()) >= hp.n_vocab) break;
+      vocab.tokens.push_back(t);
+      if (!vocab.scores.empty() || vocab.kind == TokenizerKind::SPM) {
+        vocab.scores.resize(vocab.tokens.size() - 1, 0.0f);
+        vocab.scores.push_back(0.0f);
+      }
+      vocab.types.resize(vocab.tokens.size() - 1, static_cast<int32_t>(TokenType::Normal));
+      vocab.types.push_back(static_cast<int32_t>(TokenType::Control));
+    }
+  }
   for (int i = static_cast<int>(vocab.tokens.size()); i < hp.n_vocab; ++i) {
     vocab.tokens.push_back("[PAD" + std::to_string(i) + "]");
     if (!vocab.scores.empty() || vocab.kind == TokenizerKind::SPM) {

@@ -89,6 +89,25 @@ TEST(TokChat, Llama3) {
   EXPECT_EQ(t->apply_chat_template({{"user", "x"}}, false), "<|start_header_id|>user<|end_header_id|>\n\nx<|eot_id|>");
 }
 
+// As shipped in Phi-3-mini-4k-instruct's tokenizer_config.json (newlines written as \n in Jinja).
+const std::string kPhi3 =
+    "{% for message in messages %}{% if message['role'] == 'system' %}{{'<|system|>\n' + message['content'] + "
+    "'<|end|>\n'}}{% elif message['role'] == 'user' %}{{'<|user|>\n' + message['content'] + '<|end|>\n'}}{% elif "
+    "message['role'] == 'assistant' %}{{'<|assistant|>\n' + message['content'] + '<|end|>\n'}}{% endif %}{% endfor "
+    "%}{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}{% endif %}";
+
+TEST(TokChat, Phi3) {
+  auto t = with_template(kPhi3, {"<|assistant|>", "<|end|>", "<|user|>", "<|system|>"});
+  EXPECT_EQ(t->chat_format(), ChatFormat::Phi3);
+  EXPECT_EQ(t->apply_chat_template({{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello!"}}, true),
+            "<|system|>\nBe brief.<|end|>\n<|user|>\nHi<|end|>\n<|assistant|>\nHello!<|end|>\n<|assistant|>\n");
+  // No template string but Phi-3's tokens in the vocabulary (a random-weight phi-3 shape): the same.
+  auto v = with_template("", {"<|assistant|>", "<|end|>"});
+  EXPECT_EQ(v->chat_format(), ChatFormat::Phi3);
+  EXPECT_EQ(v->apply_chat_template({{"user", "x"}}, true), "<|user|>\nx<|end|>\n<|assistant|>\n");
+  EXPECT_TRUE(t->is_eog(5));  // <|end|> ends generation
+}
+
 TEST(TokChat, Llama2WithSystem) {
   auto t = with_template(kLlama2);
   EXPECT_EQ(t->chat_format(), ChatFormat::Llama2);

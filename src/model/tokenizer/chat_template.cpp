@@ -131,14 +131,29 @@ std::string render_llama2(const std::vector<ChatMessage>& msgs, std::string_view
   return out;
 }
 
+// Phi-3 (its tokenizer_config.json template; llama.cpp's LLM_CHAT_TEMPLATE_PHI_3):
+// "<|system|>\n{sys}<|end|>\n<|user|>\n{msg}<|end|>\n<|assistant|>\n{reply}<|end|>\n" and the generation
+// prompt "<|assistant|>\n". <|end|> ends generation (Tokenizer's end-of-generation list).
+std::string render_phi3(const std::vector<ChatMessage>& msgs, bool gen) {
+  std::string out;
+  for (const auto& m : msgs) out += "<|" + m.role + "|>\n" + m.content + "<|end|>\n";
+  if (gen) out += "<|assistant|>\n";
+  return out;
+}
+
 }  // namespace
 
 ChatFormat Tokenizer::chat_format() const {
   const std::string& t = spec_.chat_template;
-  if (t.empty()) return vocab_has(spec_, "<|im_start|>") ? ChatFormat::ChatML : ChatFormat::None;
+  if (t.empty()) {
+    if (vocab_has(spec_, "<|im_start|>")) return ChatFormat::ChatML;
+    if (vocab_has(spec_, "<|assistant|>") && vocab_has(spec_, "<|end|>")) return ChatFormat::Phi3;
+    return ChatFormat::None;
+  }
   if (contains(t, "<|im_start|>")) return ChatFormat::ChatML;
   if (contains(t, "<|start_header_id|>")) return ChatFormat::Llama3;
   if (contains(t, "[INST]")) return ChatFormat::Llama2;
+  if (contains(t, "<|assistant|>") && contains(t, "<|end|>")) return ChatFormat::Phi3;
   return ChatFormat::None;
 }
 
@@ -150,6 +165,8 @@ std::string Tokenizer::apply_chat_template(const std::vector<ChatMessage>& msgs,
       return render_llama3(msgs, add_generation_prompt);
     case ChatFormat::Llama2:
       return render_llama2(msgs, spec_.chat_template, spec_);
+    case ChatFormat::Phi3:
+      return render_phi3(msgs, add_generation_prompt);
     case ChatFormat::None:
       break;
   }
