@@ -117,6 +117,8 @@ void load_gguf(Model& m, const std::string& path) {
       fail("{}: {} is missing and the shape is none of the Phi-3 models llama.cpp knows a window for", path,
            key("attention.sliding_window"));
     }
+    // llama.cpp's phi3 graph: without a fused attn_qkv, separate Q/K/V with biases (bq, bk, bv).
+    if (!g.tensor("blk.0.attn_qkv.weight") && g.tensor("blk.0.attn_q.bias")) hp.qkv_bias = true;
     if (g.tensor("rope_factors_long.weight") || g.tensor("blk.0.rope_factors_long.weight"))
       fail("{}: this Phi-3 file uses LongRoPE (rope_factors_long/short, the 128k models), which is not supported", path);
   }
