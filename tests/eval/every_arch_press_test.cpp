@@ -48,7 +48,9 @@ TEST(EveryArchitecture, EveryPressCompressesAndAnswers) {
       CompressedContext c(e, spec_for(info.name, 0.5));
       ASSERT_NO_THROW(c.prefill(ids));
       EXPECT_LE(c.cache().total_slots(), c.full_slots());
-      if (info.name != "full" && !make_press(info.name, {}).adaptive()) EXPECT_LT(c.cache().total_slots(), c.full_slots());
+      if (info.name != "full" && !make_press(info.name, {}).adaptive()) {
+        EXPECT_LT(c.cache().total_slots(), c.full_slots());
+      }
       AnswerOptions ao;
       ao.max_new_tokens = 4;
       ao.stop_at_eog = false;
