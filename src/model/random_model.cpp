@@ -73,29 +73,23 @@ void write_random_gguf(const HParams& hp, VocabSpec vocab, DType type, uint64_t 
   if (!kernels::dtype_computable(type)) fail("make-model: cannot write weights as {}", dtype_name(type));
   if (static_cast<int>(vocab.tokens.size()) > hp.n_vocab)
     fail("make-model: the vocabulary has {} tokens, more than the shape's {}", vocab.tokens.size(), hp.n_vocab);
-  // Phi-3's added tokens (llama.cpp looks "<|endoftext|>" up in a model named phi-3 and fails
-  // without it; the chat template needs the others), after the synthetic ones as in the real vocab.
-  if (hp.arch == Arch::Phi3 && std::find(vocab.tokens.begin(), vocab.tokens.end(), "<|endoftext|>") == vocab.tokens.end()) {
-    for (const char* t : {"<|endoftext|>", "<|assistant|>", "<|system|>", "<|end|>", "<|user|>"}) {
-      if (static_cast<int>(vocab.tokens.size()) >= hp.n_vocab) break;
-      vocab.tokens.push_back(t);
-      if (!vocab.scores.empty() || vocab.kind == TokenizerKind::SPM) {
-        vocab.scores.resize(vocab.tokens.size() - 1, 0.0f);
-        vocab.scores.push_back(0.0f);
-      }
-      vocab.types.resize(vocab.tokens.size() - 1, static_cast<int32_t>(TokenType::Normal));
-      vocab.types.push_back(static_cast<int32_t>(TokenType::Control));
-    }
-  }
-  for (int i = static_cast<int>(vocab.tokens.size()); i < hp.n_vocab; ++i) {
-    vocab.tokens.push_back("[PAD" + std::to_string(i) + "]");
+  // Appends a token, keeping scores (when the vocabulary has them) and types beside it.
+  auto append = [&](std::string t, float score, TokenType type) {
+    vocab.tokens.push_back(std::move(t));
     if (!vocab.scores.empty() || vocab.kind == TokenizerKind::SPM) {
       vocab.scores.resize(vocab.tokens.size() - 1, 0.0f);
-      vocab.scores.push_back(-1e9f);
+      vocab.scores.push_back(score);
     }
     vocab.types.resize(vocab.tokens.size() - 1, static_cast<int32_t>(TokenType::Normal));
-    vocab.types.push_back(static_cast<int32_t>(TokenType::Unused));
-  }
+    vocab.types.push_back(static_cast<int32_t>(type));
+  };
+  // Phi-3's added tokens (llama.cpp looks "<|endoftext|>" up in a model named phi-3 and fails
+  // without it; the chat template needs the others), after the synthetic ones as in the real vocab.
+  if (hp.arch == Arch::Phi3 && std::find(vocab.tokens.begin(), vocab.tokens.end(), "<|endoftext|>") == vocab.tokens.end())
+    for (const char* t : {"<|endoftext|>", "<|assistant|>", "<|system|>", "<|end|>", "<|user|>"})
+      if (static_cast<int>(vocab.tokens.size()) < hp.n_vocab) append(t, 0.0f, TokenType::Control);
+  for (int i = static_cast<int>(vocab.tokens.size()); i < hp.n_vocab; ++i)
+    append("[PAD" + std::to_string(i) + "]", -1e9f, TokenType::Unused);
   GgufWriter w;
   write_hparams_gguf(w, hp, name);
   write_vocab_gguf(w, vocab);
