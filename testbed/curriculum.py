@@ -199,6 +199,14 @@ CURRICULA["tiny_v8"] = dict(CURRICULA["v8"], warmup=5, tokens_per_step=2048, pha
     dict(p, steps=s) for p, s in zip(CURRICULA["v8"]["phases"], [4, 3, 3, 2, 2])])
 
 
+def scaled(cur, x):
+    """The curriculum with every phase's step count multiplied by x (rounded; warmup unchanged):
+    the same phases, mixes and lengths, x times the tokens (train.py --steps-scale, used on a GPU)."""
+    if x == 1.0:
+        return cur
+    return dict(cur, phases=[dict(p, steps=max(1, int(round(p["steps"] * x)))) for p in cur["phases"]])
+
+
 def total_steps(cur):
     return sum(p["steps"] for p in cur["phases"])
 

@@ -51,7 +51,7 @@ def eval_retrieval(model, R, lengths, n=20, seed=12345, sets=None, hay="essays",
             correct, shown = 0, []
             for b0 in range(0, n, B):
                 chunk_items = items[b0:b0 + B]
-                ids = torch.from_numpy(np.stack([it[0] for it in chunk_items]))
+                ids = torch.from_numpy(np.stack([it[0] for it in chunk_items])).to(model.lm_head.weight.device)
                 out = model.generate(ids, 10 if vkind == "digits7" else 4, chunk=chunk)
                 for it, o in zip(chunk_items, out.tolist()):
                     txt = R.tok.decode(o)
@@ -78,6 +78,7 @@ def main():
     ap.add_argument("--hay", default="essays", choices=["essays", "pg19", "wikitext"])
     ap.add_argument("--sets", default=None)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--device", default="cpu")
     ap.add_argument("--md", default=None, help="append the results as a markdown table to this file (a model card)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
@@ -86,6 +87,7 @@ def main():
         model = load_hf(a.hf)
     else:
         model = load_model_from_ckpt(a.ckpt)
+    model.to(torch.device(a.device))
     R = Resources()
     t = time.time()
     res = eval_retrieval(model, R, [int(x) for x in a.lengths.split(",")], n=a.n, seed=a.seed,

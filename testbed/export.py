@@ -167,7 +167,7 @@ def acc_table(evals):
 
 
 def export(ckpt_path, out, dtype="f16", tok_path=None, name=None):
-    ck = torch.load(ckpt_path, map_location="cpu")
+    ck = torch.load(ckpt_path, map_location="cpu", weights_only=False)
     cfg = Config(**ck["config"])
     sd = ck["model"]
     st_dtype, np_dtype, torch_dtype = DT[dtype]

@@ -79,6 +79,11 @@ class Attention(nn.Module):
         self.v_proj = nn.Linear(C, G * D, bias=False)
         self.o_proj = nn.Linear(H * D, C, bias=False)
 
+    # set by train.py --device cuda (torch >= 2.0): causal attention of a whole sequence through
+    # F.scaled_dot_product_attention (flash / memory-efficient kernels) instead of the explicit
+    # matmul-softmax-matmul below; same function (checked by speed.py --device cuda before a run)
+    use_sdpa = False
+
     def forward(self, x, cos, sin, past=None, chunk=0):
         B, T, C = x.shape
         H, G, D = self.cfg.num_attention_heads, self.cfg.num_key_value_heads, self.cfg.head_dim
@@ -93,6 +98,11 @@ class Attention(nn.Module):
                 k = torch.cat([past[0], k], dim=2)
                 v = torch.cat([past[1], v], dim=2)
             past[0], past[1] = k, v
+        if Attention.use_sdpa and past is None and T > 1:
+            kx = k.repeat_interleave(R, dim=1)   # [B, H, T, D]: query head h reads KV head h // R (HF repeat_kv)
+            vx = v.repeat_interleave(R, dim=1)
+            o = F.scaled_dot_product_attention(q, kx, vx, is_causal=True)  # [B, H, T, D], scale 1/sqrt(D)
+            return self.o_proj(o.transpose(1, 2).reshape(B, T, H * D))
         S = k.shape[2]                       # keys incl. cache
         off = S - T                          # absolute position of the first query
         # group queries by their KV head: [B, G, R*T, D] so K/V are never expanded
@@ -116,8 +126,8 @@ class Attention(nn.Module):
         S = k.shape[2]
         att = torch.matmul(qg, k.transpose(-1, -2)) * scale           # [B, G, R*T, S]
         if T > 1:
-            qpos = torch.arange(off, off + T)
-            mask = torch.arange(S)[None, :] > qpos[:, None]           # [T, S] True = masked
+            qpos = torch.arange(off, off + T, device=qg.device)
+            mask = torch.arange(S, device=qg.device)[None, :] > qpos[:, None]           # [T, S] True = masked
             att = att.view(att.shape[0], att.shape[1], R, T, S).masked_fill(mask, float("-inf"))
             att = att.view(att.shape[0], att.shape[1], R * T, S)
         att = torch.softmax(att.float(), dim=-1).to(v.dtype)
@@ -180,7 +190,8 @@ class LlamaForCausalLM(nn.Module):
         """ids [B, T] -> logits [B, T, V] (or [B, 1, V] with last_only).
         past: list of [k, v] per layer (filled/extended in place) for incremental decoding."""
         T = ids.shape[1]
-        cos, sin = rope_cos_sin(self.cfg, torch.arange(start_pos, start_pos + T))
+        cos, sin = rope_cos_sin(self.cfg, torch.arange(start_pos, start_pos + T))  # computed on the CPU, as always
+        cos, sin = cos.to(ids.device), sin.to(ids.device)
         x = self.model.embed_tokens(ids)
         for i, layer in enumerate(self.model.layers):
             x = layer(x, cos, sin, None if past is None else past[i], chunk)

@@ -29,7 +29,33 @@ from .tasks import Resources, make_batch, KIND_NAMES, K_ANS, K_COPY
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 STATE = {"tokens": 0}  # cumulative trained tokens (saved in checkpoints)
-RESUME_OVERRIDES = ["threads", "max_minutes", "eval_every", "eval_n", "ckpt_minutes", "stop_at_step", "eval_lengths"]
+RESUME_OVERRIDES = ["threads", "max_minutes", "eval_every", "eval_n", "ckpt_minutes", "stop_at_step", "eval_lengths",
+                    "device", "data_workers"]
+DATA = {}  # what the data workers need (set before the pool forks, inherited by the workers)
+
+
+def step_batch(step):
+    """Everything the training step `step` consumes, a pure function of (seed, step): the phase,
+    the sequence length drawn for the step, and make_batch's arrays. Runs in a data worker."""
+    R, cur, seed = DATA["R"], DATA["cur"], DATA["seed"]
+    pi, ph = C.phase_at(cur, step)
+    rng = np.random.default_rng([seed, step, 99])
+    lens = list(ph["lens"])
+    p = np.array([ph["lens"][l] for l in lens], dtype=np.float64)
+    L = int(lens[rng.choice(len(lens), p=p / p.sum())])
+    B = max(1, ph.get("tokens_per_step", cur["tokens_per_step"]) // L)
+    return (pi, L, B) + make_batch(R, seed, step, L, B, ph["mix"], ph["params"])
+
+
+def batches(first, total, workers):
+    """Iterator over step_batch(first .. total-1): in this process, or computed ahead by `workers`
+    forked processes (in order; the GPU run needs ~0.1 s of CPU per batch, more than a step takes).
+    Fork before CUDA is initialised."""
+    if workers <= 0:
+        return (step_batch(s) for s in range(first, total)), None
+    import multiprocessing as mp
+    pool = mp.get_context("fork").Pool(workers)
+    return pool.imap(step_batch, range(first, total), chunksize=4), pool
 
 
 def limit_blas_threads(n):
@@ -76,7 +102,7 @@ def save_ckpt(path, model, opt, step, args, cfg, extra=None):
 
 
 def load_model_from_ckpt(path):
-    ck = torch.load(path, map_location="cpu")
+    ck = torch.load(path, map_location="cpu", weights_only=False)
     cfg = Config(**ck["config"])
     m = LlamaForCausalLM(cfg)
     m.load_state_dict(ck["model"])
@@ -101,6 +127,11 @@ def main():
     ap.add_argument("--curriculum", default="v7", choices=sorted(C.CURRICULA))
     ap.add_argument("--seed", type=int, default=1, help="data + init seed")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--device", default="cpu", help="cpu, or cuda (a lent GPU: testbed/gpu_train.sh)")
+    ap.add_argument("--data-workers", type=int, default=0,
+                    help="processes that build the batches ahead (0: in the training process, as before)")
+    ap.add_argument("--steps-scale", type=float, default=1.0,
+                    help="multiply every phase's step count (the lr schedule stretches with it); 1 = the curriculum")
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--ffn", type=int, default=768)
@@ -135,7 +166,7 @@ def main():
     ck_path = os.path.join(run_dir, "ckpt_last.pt")
     ck = None
     if os.path.exists(ck_path):
-        ck = torch.load(ck_path, map_location="cpu")
+        ck = torch.load(ck_path, map_location="cpu", weights_only=False)
         saved = ck["args"]
         for k in RESUME_OVERRIDES:
             saved[k] = getattr(args, k)
@@ -145,7 +176,7 @@ def main():
 
     torch.set_num_threads(args.threads)
     limit_blas_threads(args.threads)
-    cur = C.CURRICULA[args.curriculum]
+    cur = C.scaled(C.CURRICULA[args.curriculum], getattr(args, "steps_scale", 1.0))
     if args.lr:
         cur = dict(cur, lr=args.lr)
     total = C.total_steps(cur)
@@ -170,8 +201,16 @@ def main():
     elif plant == "induction":
         info = plant_induction_circuit(model, args.seed)
         print("planted induction circuit:", info, flush=True)
+    step = ck["step"] if ck is not None else 0
+    DATA.update(R=R, cur=cur, seed=args.seed)
+    data, pool = batches(step, total, args.data_workers)
+    dev = torch.device(args.device)
+    if dev.type == "cuda":
+        torch.set_float32_matmul_precision("high")  # TF32 matmuls
+        from .model import Attention
+        Attention.use_sdpa = hasattr(F, "scaled_dot_product_attention") and not os.environ.get("TESTBED_NO_SDPA")
+    model.to(dev)
     opt = make_optimizer(model, cur["lr"], args.wd)
-    step = 0
     if ck is not None:
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["opt"])
@@ -180,7 +219,9 @@ def main():
         del ck
     logger = Logger(run_dir)
     logger.log({"type": "start", "step": step, "total_steps": total, "params": model.num_params(),
-                "config": cfg.to_dict(), "args": vars(args), "pid": os.getpid()})
+                "config": cfg.to_dict(), "args": vars(args), "pid": os.getpid(), "device": str(dev),
+                "torch": torch.__version__,
+                "gpu": torch.cuda.get_device_name(dev) if dev.type == "cuda" else None})
 
     stop = {"flag": False}
 
@@ -212,15 +253,10 @@ def main():
 
     from .evaluate import eval_retrieval
     while step < total and not stop["flag"]:
-        pi, ph = C.phase_at(cur, step)
-        rng = np.random.default_rng([args.seed, step, 99])
-        lens = list(ph["lens"])
-        p = np.array([ph["lens"][l] for l in lens], dtype=np.float64)
-        L = int(lens[rng.choice(len(lens), p=p / p.sum())])
-        B = max(1, ph.get("tokens_per_step", cur["tokens_per_step"]) // L)
-        x, w, k, tasks = make_batch(R, args.seed, step, L, B, ph["mix"], ph["params"])
-        x = torch.from_numpy(x)
-        w = torch.from_numpy(w)
+        pi, L, B, x, w, k, tasks = next(data)
+        ph = cur["phases"][pi]
+        x = torch.from_numpy(x).to(dev)
+        w = torch.from_numpy(w).to(dev)
         lr = lr_at(cur, step, total)
         for g in opt.param_groups:
             g["lr"] = lr
@@ -235,7 +271,10 @@ def main():
         opt.step()
         step += 1
         with torch.no_grad():
-            pred_ok = (logits.argmax(-1) == tgt)
+            # the bookkeeping below runs on the CPU (one copy per step instead of a sync per task)
+            pred_ok = (logits.argmax(-1) == tgt).cpu()
+            tgt = tgt.cpu()
+            ce = ce.detach().cpu()
             kk = torch.from_numpy(k[:, 1:])
             # per-task accuracy on answer (copy: copied) tokens that carry content (not "." "," '"')
             content = is_content[tgt]
@@ -291,6 +330,8 @@ def main():
             break
         if args.stop_at_step and step >= args.stop_at_step:
             break
+    if pool is not None:
+        pool.terminate()
     save_ckpt(ck_path, model, opt, step, args, cfg)
     logger.log({"type": "stop", "step": step, "done": step >= total, "signal": stop["flag"]},
                "stopped at step %d (%s); checkpoint written" % (step, "done" if step >= total else "resumable"))
