@@ -127,7 +127,7 @@ compared on a model that genuinely depends on specific context tokens. Not a gen
 | weights | model.safetensors, {dtype} |
 | tokenizer | SentencePiece BPE {vocab} (byte fallback, split digits), testbed/tokenizer.model; BOS=1 always prepended |
 | initialisation | {init} |
-| training | curriculum `{curriculum}`, seed {seed}, {steps} steps, {tokens} tokens, {minutes} min wall on 1-2 CPU threads |
+| training | curriculum `{curriculum}`, seed {seed}, {steps} steps, {tokens} tokens, {minutes} min wall on {where} |
 | data | RULER Paul Graham essays, PG-19 books 22424/10985/10321, GSM8K train, SQuAD train (11 articles) + synthetic retrieval tasks (needles, key-value lists, variable tracking, "Repeat the previous context" copying) |
 | held out | WikiText-2 test, PG-19 book 10146, SQuAD dev contexts, GSM8K test, HotpotQA, LongBench; 1/8 of the RULER noun/adjective lists (eval keys/values) |
 
@@ -189,7 +189,7 @@ def export(ckpt_path, out, dtype="f16", tok_path=None, name=None):
         json.dump({"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}, f, indent=2)
     # model card from the run's metrics
     run_dir = os.path.dirname(os.path.abspath(ckpt_path))
-    evals, minutes = [], "?"
+    evals, minutes, where = [], "?", "1-2 CPU threads"
     mp = os.path.join(run_dir, "metrics.jsonl")
     if os.path.exists(mp):
         recs = [json.loads(l) for l in open(mp) if l.strip()]
@@ -198,6 +198,8 @@ def export(ckpt_path, out, dtype="f16", tok_path=None, name=None):
         for r in recs:
             if r.get("type") == "start":
                 sessions.append(0.0)
+                if r.get("gpu"):  # train.py --device cuda
+                    where = "one %s GPU (testbed/gpu_train.sh)" % r["gpu"]
             elif r.get("type") == "train" and r["step"] <= ck["step"] and sessions:
                 sessions[-1] = r["elapsed_min"]
         minutes = "%.0f" % sum(sessions)
@@ -210,7 +212,9 @@ def export(ckpt_path, out, dtype="f16", tok_path=None, name=None):
         heads=cfg.num_attention_heads, kv_heads=cfg.num_key_value_heads, head_dim=cfg.head_dim,
         ffn=cfg.intermediate_size, eps=cfg.rms_norm_eps, theta=cfg.rope_theta, ctx=cfg.max_position_embeddings,
         tie=cfg.tie_word_embeddings, params="{:,}".format(nparams), dtype=st_dtype, vocab=cfg.vocab_size,
-        curriculum=args.get("curriculum", "?"), seed=args.get("seed", "?"), steps=ck["step"],
+        where=where, curriculum=args.get("curriculum", "?") + (
+            " with every phase's steps x%g (--steps-scale)" % args["steps_scale"] if args.get("steps_scale", 1) != 1 else ""),
+        seed=args.get("seed", "?"), steps=ck["step"],
         tokens="{:,}".format(ck.get("extra", {}).get("tokens", 0)), minutes=minutes, acc_table=acc_table(evals),
         init=("continued from the exported model `%s` (its card says how it was trained)" % args["init_from"]
               if args.get("init_from") else
