@@ -2,7 +2,7 @@
 // ctest; results and command lines are in the "Server" section of BENCHMARKS.md.
 //
 //   node tests/server/bench/bench.mjs throughput --bin build/tools/kvshrink --model smollm2-q8.gguf \
-//        [--ctx 2048] [--new 64] [--n 1,4,16] [--modes full,snapkv:0.25] [--reps 3] [-t 2]
+//        [--ctx 2048] [--new 64] [--n 1,4,16] [--modes full,snapkv:0.25] [--reps 3] [-t 2] [--kv-type q8_0]
 //     aggregate decode tokens/s of N sequences decoding together, each on its own stored context
 //     of --ctx random tokens (created first), full cache vs compressed.
 //   node tests/server/bench/bench.mjs memory --bin ... --model ... --cap 1G [--ctx 8192] [--k 12] \
@@ -30,10 +30,11 @@ const opt = (name, def) => {
 const BIN = opt('--bin', 'build/tools/kvshrink');
 const MODEL = opt('--model');
 const THREADS = opt('-t', '2');
+const KV_TYPE = opt('--kv-type');  // f16 (the server's default), f32, q8_0 or q4_0: passed to the server
 
 function startServer(extra) {
   return new Promise((resolve, reject) => {
-    const a = ['serve', '-m', MODEL, '--port', '0', '-t', THREADS, ...extra];
+    const a = ['serve', '-m', MODEL, '--port', '0', '-t', THREADS, ...(KV_TYPE ? ['--kv-type', KV_TYPE] : []), ...extra];
     const proc = spawn(BIN, a, { stdio: ['ignore', 'ignore', 'pipe'] });
     let err = '';
     proc.stderr.on('data', (d) => {
