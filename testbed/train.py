@@ -5,7 +5,7 @@
 
 Re-running the same command resumes from testbed/runs/<run>/ckpt_last.pt (model, optimiser, step);
 the data of step s is a pure function of (seed, s), so a resumed run sees exactly the batches an
-uninterrupted run would have. Flags given on resume override only --threads, --max-minutes,
+uninterrupted run would have. Flags given on resume override only --threads, --device, --data-workers, --max-minutes,
 --eval-every, --eval-n, --ckpt-minutes, --stop-at-step (the rest comes from the run's args.json).
 A checkpoint is written every --ckpt-minutes of wall time, at every phase end, and on SIGTERM/SIGINT.
 Progress: log.txt (human) and metrics.jsonl (one JSON object per log line / eval).
