@@ -33,34 +33,9 @@ def value_positions(ids, ans_ids):
 
 
 @torch.no_grad()
-def window_scores(m, ids, W=64, kernel=5):
-    cfg = m.cfg
-    H, G, D = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
-    x = torch.tensor([ids])
-    T = x.shape[1]
-    cos, sin = rope_cos_sin(cfg, torch.arange(T))
-    h = m.model.embed_tokens(x)
-    out, raw = [], []
-    for layer in m.model.layers:
-        a = layer.self_attn
-        xn = layer.input_layernorm(h)
-        q = apply_rope(a.q_proj(xn).view(1, T, H, D).transpose(1, 2), cos, sin)
-        k = apply_rope(a.k_proj(xn).view(1, T, G, D).transpose(1, 2), cos, sin).repeat_interleave(H // G, dim=1)
-        att = (q[:, :, -W:] @ k.transpose(-1, -2)) / D ** 0.5
-        mask = torch.arange(T)[None, :] > torch.arange(T - W, T)[:, None]
-        att = att.masked_fill(mask, float("-inf")).softmax(-1)[0]             # [H, W, T]
-        s = att.sum(1).view(G, H // G, T).sum(1)                                 # [G, T]
-        raw.append(s[:, :T - W])
-        s = F.avg_pool1d(s[:, None], kernel, 1, kernel // 2, count_include_pad=False)[:, 0]
-        out.append(s[:, :T - W])
-        h = layer(h, cos, sin)
-    return torch.cat(out), torch.cat(raw)                                        # [layers * G, T - W] each
-
-
-@torch.no_grad()
-def query_attention(m, ids, qpos):
-    """Attention of the queries at positions qpos, [layers * G, len(qpos), T]: each KV head's query
-    group averaged (every row sums to 1)."""
+def attention_rows(m, ids, qpos):
+    """Per layer, the causal attention of the queries at positions qpos: a list of [H, len(qpos), T]
+    (every row sums to 1; query head h reads KV head h // (H / G))."""
     cfg = m.cfg
     H, G, D = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
     x = torch.tensor([ids])
@@ -75,10 +50,28 @@ def query_attention(m, ids, qpos):
         q = apply_rope(a.q_proj(xn).view(1, T, H, D).transpose(1, 2), cos, sin)[:, :, qp]
         k = apply_rope(a.k_proj(xn).view(1, T, G, D).transpose(1, 2), cos, sin).repeat_interleave(H // G, dim=1)
         att = (q @ k.transpose(-1, -2)) / D ** 0.5                               # [1, H, Q, T]
-        att = att.masked_fill(torch.arange(T)[None, :] > qp[:, None], float("-inf")).softmax(-1)[0]
-        out.append(att.view(G, H // G, len(qpos), T).mean(1))
+        out.append(att.masked_fill(torch.arange(T)[None, :] > qp[:, None], float("-inf")).softmax(-1)[0])
         h = layer(h, cos, sin)
-    return torch.cat(out)
+    return out
+
+
+def window_scores(m, ids, W=64, kernel=5):
+    """SnapKV's scores of the tokens before the last W: pooled and raw, [layers * G, T - W] each."""
+    G, T = m.cfg.num_key_value_heads, len(ids)
+    out, raw = [], []
+    for att in attention_rows(m, ids, list(range(T - W, T))):                  # [H, W, T]
+        s = att.sum(1).view(G, -1, T).sum(1)                                     # [G, T]
+        raw.append(s[:, :T - W])
+        s = F.avg_pool1d(s[:, None], kernel, 1, kernel // 2, count_include_pad=False)[:, 0]
+        out.append(s[:, :T - W])
+    return torch.cat(out), torch.cat(raw)
+
+
+def query_attention(m, ids, qpos):
+    """Attention of the queries at positions qpos, [layers * G, len(qpos), T]: each KV head's query
+    group averaged (every row sums to 1)."""
+    G, T = m.cfg.num_key_value_heads, len(ids)
+    return torch.cat([att.view(G, -1, len(qpos), T).mean(1) for att in attention_rows(m, ids, qpos)])
 
 
 def needle_span(R, ids, vpos, vkind):
