@@ -15,6 +15,7 @@ namespace {
 struct MakeModelOptions {
   std::string shape, config, tokenizer, type = "f32", out;
   uint64_t seed = 1;
+  int window = -1;  // < 0: the shape's own
   bool list = false;
 };
 
@@ -34,6 +35,11 @@ void run_make_model(const MakeModelOptions& o) {
   } else {
     hp = detail::hparams_from_hf_config(o.config);
     name = "random";
+  }
+  if (o.window >= 0) {
+    if (hp.n_swa == 0) fail("--window {}: shape '{}' has no sliding-window layers", o.window, o.shape.empty() ? o.config : o.shape);
+    if (o.window < 1) fail("--window must be >= 1, got {}", o.window);
+    hp.n_swa = o.window;
   }
   DType type;
   if (!dtype_from_name(o.type, &type)) fail("--type '{}' is not a known tensor type", o.type);
@@ -55,6 +61,8 @@ void register_make_model(CLI::App& app) {
   cmd->add_option("--type", o->type, "weight type: f32, f16, bf16, q8_0, q4_0, q4_k, q6_k")->capture_default_str();
   cmd->add_option("--seed", o->seed, "random seed")->capture_default_str();
   cmd->add_option("-o,--out", o->out, "output GGUF path");
+  cmd->add_option("--window", o->window,
+                  "override the sliding window of a shape's local layers (tests that cross it at short lengths)");
   cmd->add_flag("--list", o->list, "list the shape presets");
   cmd->callback([o] { run_make_model(*o); });
 }

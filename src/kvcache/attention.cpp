@@ -26,6 +26,19 @@ int32_t visible_prefix(const HeadCache& h, int32_t p) {
   return static_cast<int32_t>(std::upper_bound(h.pos.begin(), h.pos.end(), p) - h.pos.begin());
 }
 
+// First slot of head h a query at position p sees on a layer with `window` (0: none): slots
+// with position > p - window.
+int32_t window_start(const HeadCache& h, int32_t p, int32_t window) {
+  if (window <= 0) return 0;
+  return static_cast<int32_t>(std::upper_bound(h.pos.begin(), h.pos.end(), p - window) - h.pos.begin());
+}
+
+// Soft-capping of n scaled logits in place (Gemma 2's attn_logit_softcapping).
+void softcap_row(float* row, int32_t n, const AttnShape& s) {
+  if (s.softcap > 0)
+    for (int32_t j = 0; j < n; ++j) row[j] = s.logit(row[j]);
+}
+
 inline float round_f16(float x) { return fp16_to_fp32(fp32_to_fp16(x)); }
 
 // Pages of a head are scattered in the pool, so the hardware prefetcher restarts at every page;
@@ -60,13 +73,16 @@ void attention_decode(const KvCache& c, int layer, const AttnShape& s, const flo
     int32_t b, e;
   };
   std::vector<Task> tasks;
+  const int32_t window = s.window(layer);
   for (int kvh = 0; kvh < Hkv; ++kvh) {
+    // Slots [W, L): visible to some query of the batch (W: the first query's window start).
     const int32_t L = visible_prefix(c.head(layer, kvh), qpos[n_tok - 1]);
+    const int32_t W = std::min(L, window_start(c.head(layer, kvh), qpos[0], window));
     // Compat mode rounds normalised probabilities, which needs the whole row in one task.
-    const int32_t n_split = s.f16_compat ? 1 : std::max<int32_t>(1, (L + kDecodeRange - 1) / kDecodeRange);
+    const int32_t n_split = s.f16_compat ? 1 : std::max<int32_t>(1, (L - W + kDecodeRange - 1) / kDecodeRange);
     for (int32_t sp = 0; sp < n_split; ++sp) {
-      auto [b, e] = ThreadPool::split(L, sp, n_split);
-      tasks.push_back({kvh, static_cast<int32_t>(b), static_cast<int32_t>(e)});
+      auto [b, e] = ThreadPool::split(L - W, sp, n_split);
+      tasks.push_back({kvh, W + static_cast<int32_t>(b), W + static_cast<int32_t>(e)});
     }
   }
   const int nq = n_tok * G;  // queries per task: [t][g]
@@ -107,13 +123,16 @@ void attention_decode(const KvCache& c, int layer, const AttnShape& s, const flo
         qk_rows(kt, qc, nq, krow, s1 - s0, D, s.scale, sc + (s0 - tk.b), range, tile);
         s0 = s1;
       }
-      // Causal mask (slots are sorted by position), then the softmax pieces.
+      // Soft-capping, the causal (and window) mask (slots are sorted by position), then the softmax pieces.
       for (int t = 0; t < n_tok; ++t) {
         const int32_t vis = visible_prefix(h, qpos[t]) - tk.b;
+        const int32_t first = window_start(h, qpos[t], window) - tk.b;
         for (int g = 0; g < G; ++g) {
           const int qi = t * G + g;
           float* row = sc + static_cast<size_t>(qi) * range;
+          softcap_row(row, n, s);
           for (int32_t j = std::max<int32_t>(0, vis); j < n; ++j) row[j] = kNegInf;
+          for (int32_t j = 0; j < std::min(first, n); ++j) row[j] = kNegInf;
           const float m = kernels::max_f32(row, n);
           ml[2 * qi] = m;
           if (m == kNegInf) {
@@ -170,11 +189,15 @@ void attention_decode(const KvCache& c, int layer, const AttnShape& s, const flo
 void attention_prefill(const KvCache& c, int layer, const AttnShape& s, const float* q, const int32_t* qpos,
                        int n_tok, float* out, float* lse, ThreadPool& pool, AttnScratch& scr) {
   const int H = s.n_head, Hkv = s.n_head_kv, D = s.head_dim, G = H / Hkv;
-  // Gather every KV head's visible keys/values to f32: [Hkv][Lmax][D].
-  std::vector<int32_t> L(static_cast<size_t>(Hkv));
+  // Gather every KV head's visible keys/values to f32: [Hkv][Lmax][D], slots [W, W + L) of each
+  // head (W: the first query's window start, 0 without a window).
+  const int32_t window = s.window(layer);
+  std::vector<int32_t> L(static_cast<size_t>(Hkv)), W(static_cast<size_t>(Hkv));
   int32_t Lmax = 0;
   for (int kvh = 0; kvh < Hkv; ++kvh) {
-    L[kvh] = visible_prefix(c.head(layer, kvh), qpos[n_tok - 1]);
+    const int32_t end = visible_prefix(c.head(layer, kvh), qpos[n_tok - 1]);
+    W[kvh] = std::min(end, window_start(c.head(layer, kvh), qpos[0], window));
+    L[kvh] = end - W[kvh];
     Lmax = std::max(Lmax, L[kvh]);
   }
   const size_t head_stride = static_cast<size_t>(Lmax) * D;
@@ -182,7 +205,7 @@ void attention_prefill(const KvCache& c, int layer, const AttnShape& s, const fl
   scr.V.resize(std::max<size_t>(1, Hkv * head_stride));
   pool.parallel_for(Hkv, [&](int64_t b, int64_t e) {
     for (int64_t kvh = b; kvh < e; ++kvh)
-      c.gather(layer, static_cast<int>(kvh), 0, L[kvh], scr.K.data() + kvh * head_stride,
+      c.gather(layer, static_cast<int>(kvh), W[kvh], W[kvh] + L[kvh], scr.K.data() + kvh * head_stride,
                scr.V.data() + kvh * head_stride);
   });
 
@@ -215,20 +238,28 @@ void attention_prefill(const KvCache& c, int layer, const AttnShape& s, const fl
         Ls[i] = 0.0f;
       }
       std::fill(Ob, Ob + static_cast<size_t>(nb) * D, 0.0f);
-      const int32_t kend = visible_prefix(h, qpos[t1 - 1]);
-      const int32_t kfull = visible_prefix(h, qpos[t0]);  // keys visible to every query of the block
-      for (int32_t k0 = 0; k0 < kend; k0 += bk) {
+      // Indices into the gathered rows (slot - W): keys [kbeg, kend) are visible to some query of
+      // the block, [kall, kfull) to every one of them.
+      const int32_t w0 = W[kvh];
+      const int32_t kend = visible_prefix(h, qpos[t1 - 1]) - w0;
+      const int32_t kfull = visible_prefix(h, qpos[t0]) - w0;
+      const int32_t kbeg = std::min(kend, window_start(h, qpos[t0], window) - w0);
+      const int32_t kall = window_start(h, qpos[t1 - 1], window) - w0;
+      for (int32_t k0 = kbeg; k0 < kend; k0 += bk) {
         const int32_t nk = std::min<int32_t>(bk, kend - k0);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nb, nk, D, 1.0f, Qb, D, Kh + static_cast<size_t>(k0) * D, D,
                     0.0f, S, bk);
-        const bool needs_mask = k0 + nk > kfull;
+        const bool needs_mask = k0 + nk > kfull || k0 < kall;
         for (int i = 0; i < nb; ++i) {
           float* row = S + static_cast<size_t>(i) * bk;
           if (s.f16_compat) kernels::scale_f32(row, s.scale, nk);
+          softcap_row(row, nk, s);
           if (needs_mask) {
             const int32_t qp = qpos[t0 + i];
-            for (int32_t j = std::max<int32_t>(0, kfull - k0); j < nk; ++j)
-              if (h.pos[static_cast<size_t>(k0 + j)] > qp) row[j] = kNegInf;
+            for (int32_t j = 0; j < nk; ++j) {
+              const int32_t kp = h.pos[static_cast<size_t>(w0 + k0 + j)];
+              if (kp > qp || (window > 0 && kp <= qp - window)) row[j] = kNegInf;
+            }
           }
           const float bm = kernels::max_f32(row, nk);
           const float mnew = std::max(M[i], bm);
@@ -283,12 +314,15 @@ void attention_ref(const KvCache& c, int layer, const AttnShape& s, const float*
       std::vector<double> sc;
       std::vector<int32_t> slots;
       double m = -INFINITY;
+      const int32_t window = s.window(layer);
       for (int32_t j = 0; j < h.len(); ++j) {
-        if (h.pos[static_cast<size_t>(j)] > qpos[t]) continue;
+        const int32_t kp = h.pos[static_cast<size_t>(j)];
+        if (kp > qpos[t] || (window > 0 && kp <= qpos[t] - window)) continue;
         c.read_k(layer, kvh, j, k.data());
         double d = 0;
         for (int i = 0; i < D; ++i) d += static_cast<double>(qv[i]) * k[i];
         d *= s.scale;
+        if (s.softcap > 0) d = s.softcap * std::tanh(d / s.softcap);
         sc.push_back(d);
         slots.push_back(j);
         m = std::max(m, d);

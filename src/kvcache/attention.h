@@ -1,7 +1,8 @@
 // Causal attention of a batch of queries over one layer of a KvCache, per KV head (GQA: query
 // head qh reads KV head qh / (n_head / n_head_kv), whatever token set that head holds). A key is
-// visible to a query iff key position <= query position, so a compressed cache, a question after
-// a compressed context and plain causal prefill are the same computation.
+// visible to a query iff key position <= query position (and, on a sliding-window layer, key
+// position > query position - window), so a compressed cache, a question after a compressed
+// context and plain causal prefill are the same computation.
 //
 // Two paths, both exact against attention_ref:
 //  - decode (few queries): split each head's keys into ranges across threads (flash-decoding),
@@ -12,6 +13,7 @@
 // Dimension legend: T = queries in the batch, H = query heads, Hkv = KV heads, D = head dim,
 // L = slots held by a KV head.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -30,6 +32,15 @@ struct AttnShape {
   // as llama.cpp's CPU attention does with its default F16 KV cache. Off by default (F32 is more
   // accurate); used to compare logits with llama.cpp references to their print precision.
   bool f16_compat = false;
+  // Gemma 2: attention logits soft-capped, s -> softcap * tanh(s / softcap) after the scale; 0 = off.
+  float softcap = 0;
+  // Sliding-window layers: a query at position p sees keys at positions (p - n_swa, p] on a local
+  // layer (every layer when swa_period is 0; all but each swa_period-th otherwise, as HParams).
+  int32_t n_swa = 0;
+  int swa_period = 0;
+  int32_t window(int layer) const { return n_swa > 0 && (swa_period == 0 || (layer + 1) % swa_period != 0) ? n_swa : 0; }
+  // The logit of a key whose scaled dot product with the query is `scaled` (soft-capped when set).
+  float logit(float scaled) const { return softcap > 0 ? softcap * std::tanh(scaled * (1.0f / softcap)) : scaled; }
 };
 
 struct AttnScratch {

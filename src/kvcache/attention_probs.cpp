@@ -43,6 +43,7 @@ void for_each_prob_tile(const KvCache& c, int layer, const AttnShape& s, const f
     for (int64_t kvh = b; kvh < e; ++kvh)
       c.gather(layer, static_cast<int>(kvh), 0, L[kvh], K.data() + static_cast<size_t>(kvh) * Lmax * D, nullptr);
   });
+  const int32_t window = s.window(layer);
   struct Task {
     int kvh, qh, t0;
   };
@@ -75,8 +76,13 @@ void for_each_prob_tile(const KvCache& c, int layer, const AttnShape& s, const f
             std::fill(row, row + nk, 0.0f);
             continue;
           }
+          if (s.softcap > 0)
+            for (int32_t j = 0; j < nk; ++j) row[j] = s.logit(row[j]);
           for (int32_t j = nk - 1; j >= 0 && h.pos[static_cast<size_t>(k0 + j)] > qp; --j)
             row[j] = -std::numeric_limits<float>::infinity();
+          if (window > 0)  // sliding-window layer: keys at or before qp - window are not visible
+            for (int32_t j = 0; j < nk && h.pos[static_cast<size_t>(k0 + j)] <= qp - window; ++j)
+              row[j] = -std::numeric_limits<float>::infinity();
           kernels::exp_sub_sum(row, nk, l);
         }
         sink(ProbTile{ith, tk.kvh, qh, t0, nt, k0, nk, S.data(), kBk});

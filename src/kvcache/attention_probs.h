@@ -1,5 +1,6 @@
 // Attention probabilities on demand, for compression statistics. The forward pass keeps only
-// each query's log-sum-exp (lse); from it, p[t][j] = exp(scale * q_t . k_j - lse_t) is recomputed
+// each query's log-sum-exp (lse); from it, p[t][j] = exp(logit(scale * q_t . k_j) - lse_t) (logit:
+// AttnShape's soft-capping, when set; keys outside a sliding window masked) is recomputed
 // tile by tile (query block x key block via sgemm), never as a whole N x N matrix.
 //
 // Work is split into (KV head, query head, query block) tasks over the pool's threads; the tile

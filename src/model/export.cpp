@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <cstring>
 
 #include "core/atomic_output.h"
@@ -59,7 +60,12 @@ void write_hparams_gguf(GgufWriter& w, const HParams& hp, const std::string& nam
   w.set_f32(a + ".rope.freq_base", hp.rope_theta);
   w.set_f32(a + ".attention.layer_norm_rms_epsilon", hp.rms_eps);
   w.set_u32(a + ".vocab_size", static_cast<uint32_t>(hp.n_vocab));
-  if (hp.arch == Arch::Phi3) w.set_u32(a + ".attention.sliding_window", static_cast<uint32_t>(hp.n_swa));
+  if (hp.arch == Arch::Phi3 || hp.arch == Arch::Gemma2)
+    w.set_u32(a + ".attention.sliding_window", static_cast<uint32_t>(hp.n_swa));
+  if (hp.arch == Arch::Gemma2) {
+    w.set_f32(a + ".attn_logit_softcapping", hp.attn_softcap);
+    w.set_f32(a + ".final_logit_softcapping", hp.final_softcap);
+  }
   if (hp.rope_scaling.type == "linear") {
     w.set_str(a + ".rope.scaling.type", "linear");
     w.set_f32(a + ".rope.scaling.factor", hp.rope_scaling.factor);
@@ -117,6 +123,7 @@ struct NamedWeight {
   const TensorView* t;
   bool matrix;  // quantisable 2-D weight (else a vector kept f32)
   int qk_heads; // > 0: Q/K projection with that many heads (RoPE layout permutation)
+  float hf_add = 0;  // added to every value written to a HF checkpoint (Gemma's norms: stored as w, used as 1 + w)
 };
 
 std::vector<NamedWeight> weight_list(const Model& m) {
@@ -125,7 +132,8 @@ std::vector<NamedWeight> weight_list(const Model& m) {
   for (int i = 0; i < m.hp.n_layer; ++i) {
     const auto& l = m.layers[static_cast<size_t>(i)];
     const std::string g = "blk." + std::to_string(i) + ".", h = "model.layers." + std::to_string(i) + ".";
-    w.push_back({g + "attn_norm.weight", h + "input_layernorm.weight", &l.attn_norm, false, 0});
+    const float na = m.hp.gemma_block ? -1.0f : 0.0f;  // GGUF / in memory 1 + w, HF w (model.cpp norm_f32)
+    w.push_back({g + "attn_norm.weight", h + "input_layernorm.weight", &l.attn_norm, false, 0, na});
     if (l.wqkv.valid()) {  // Phi-3: written fused as read (rotate-half: no Q/K row permutation)
       w.push_back({g + "attn_qkv.weight", h + "self_attn.qkv_proj.weight", &l.wqkv, true, 0});
     } else {
@@ -143,7 +151,12 @@ std::vector<NamedWeight> weight_list(const Model& m) {
       w.push_back({g + "attn_k_norm.weight", h + "self_attn.k_norm.weight", &l.k_norm, false, 0});
     }
     w.push_back({g + "attn_output.weight", h + "self_attn.o_proj.weight", &l.wo, true, 0});
-    w.push_back({g + "ffn_norm.weight", h + "post_attention_layernorm.weight", &l.ffn_norm, false, 0});
+    if (m.hp.gemma_block) {
+      w.push_back({g + "post_attention_norm.weight", h + "post_attention_layernorm.weight", &l.post_attn_norm, false, 0, na});
+      w.push_back({g + "ffn_norm.weight", h + "pre_feedforward_layernorm.weight", &l.ffn_norm, false, 0, na});
+    } else {
+      w.push_back({g + "ffn_norm.weight", h + "post_attention_layernorm.weight", &l.ffn_norm, false, 0});
+    }
     if (l.ffn_gate_up.valid()) {
       w.push_back({g + "ffn_up.weight", h + "mlp.gate_up_proj.weight", &l.ffn_gate_up, true, 0});
     } else {
@@ -151,8 +164,10 @@ std::vector<NamedWeight> weight_list(const Model& m) {
       w.push_back({g + "ffn_up.weight", h + "mlp.up_proj.weight", &l.ffn_up, true, 0});
     }
     w.push_back({g + "ffn_down.weight", h + "mlp.down_proj.weight", &l.ffn_down, true, 0});
+    if (m.hp.gemma_block)
+      w.push_back({g + "post_ffw_norm.weight", h + "post_feedforward_layernorm.weight", &l.post_ffn_norm, false, 0, na});
   }
-  w.push_back({"output_norm.weight", "model.norm.weight", &m.output_norm, false, 0});
+  w.push_back({"output_norm.weight", "model.norm.weight", &m.output_norm, false, 0, m.hp.gemma_block ? -1.0f : 0.0f});
   if (!m.hp.tied_embeddings) w.push_back({"output.weight", "lm_head.weight", &m.output, true, 0});
   return w;
 }
@@ -279,6 +294,11 @@ void export_hf(const Model& m, const std::string& dir, DType type, const std::st
     const TensorView& t = *nw.t;
     const DType want = nw.matrix ? type : DType::F32;
     storage.push_back(convert_rows(t, want));
+    if (nw.hf_add != 0.0f) {  // f32 vectors (norms)
+      KVS_ASSERT(want == DType::F32);
+      float* f = reinterpret_cast<float*>(storage.back().data());
+      for (size_t i = 0; i < storage.back().size() / sizeof(float); ++i) f[i] += nw.hf_add;
+    }
     if (unpermute && nw.qk_heads > 0) storage.back() = permute_qk_rows(view_of(t, want, storage.back()), nw.qk_heads, false);
     SafetensorsTensorIn in = safetensors_input(view_of(t, want, storage.back()));
     in.name = nw.hf;
@@ -312,6 +332,18 @@ void export_hf(const Model& m, const std::string& dir, DType type, const std::st
       {"pad_token_id", id_or_null(v.pad)},
   };
   if (hp.arch == Arch::Qwen3) cfg["attention_bias"] = false;
+  if (hp.arch == Arch::Gemma2) {
+    cfg.erase("hidden_act");
+    cfg["hidden_activation"] = "gelu_pytorch_tanh";
+    cfg["hidden_act"] = "gelu_pytorch_tanh";
+    cfg["attention_bias"] = false;
+    cfg["sliding_window"] = hp.n_swa;
+    cfg["attn_logit_softcapping"] = hp.attn_softcap > 0 ? json(hp.attn_softcap) : json(nullptr);
+    cfg["final_logit_softcapping"] = hp.final_softcap > 0 ? json(hp.final_softcap) : json(nullptr);
+    // query_pre_attn_scalar = scale^-2, rounded back to the integer every Gemma 2 config holds.
+    const double qpas = 1.0 / (static_cast<double>(hp.attn_scale()) * hp.attn_scale());
+    cfg["query_pre_attn_scalar"] = std::abs(qpas - std::round(qpas)) < 1e-3 * qpas ? json(std::lround(qpas)) : json(qpas);
+  }
   if (hp.arch == Arch::Phi3) {
     cfg["sliding_window"] = hp.n_swa > 0 ? json(hp.n_swa) : json(nullptr);
     cfg["original_max_position_embeddings"] = hp.n_ctx_train;

@@ -13,6 +13,7 @@ const char* gguf_arch_name(Arch a) {
     case Arch::Qwen2: return "qwen2";
     case Arch::Qwen3: return "qwen3";
     case Arch::Phi3: return "phi3";
+    case Arch::Gemma2: return "gemma2";
     default: return "llama";
   }
 }
@@ -24,6 +25,7 @@ const char* hf_architecture(Arch a) {
     case Arch::Qwen2: return "Qwen2ForCausalLM";
     case Arch::Qwen3: return "Qwen3ForCausalLM";
     case Arch::Phi3: return "Phi3ForCausalLM";
+    case Arch::Gemma2: return "Gemma2ForCausalLM";
     default: return "LlamaForCausalLM";
   }
 }
@@ -47,6 +49,10 @@ void HParams::validate(const std::string& src) const {
   if (!(rope_theta > 0.0f)) fail("{}: rope theta {} must be positive", src, rope_theta);
   pos(n_ctx_train, "training context length");
   if (n_swa < 0) fail("{}: sliding window {} must be >= 0", src, n_swa);
+  if (swa_period < 0) fail("{}: sliding-window layer period {} must be >= 0", src, swa_period);
+  if (!(std::isfinite(attn_softcap) && attn_softcap >= 0) || !(std::isfinite(final_softcap) && final_softcap >= 0))
+    fail("{}: soft-capping values ({} attention, {} final) must be finite and >= 0", src, attn_softcap, final_softcap);
+  if (!(std::isfinite(query_scale) && query_scale >= 0)) fail("{}: query scale {} must be finite and >= 0", src, query_scale);
   if (n_layer > 1024 || n_head > 1024 || head_dim > 1024 || n_embd > 65536 || n_ff > (1 << 20) || n_vocab > (1 << 24) ||
       n_ctx_train > (1 << 24))
     fail("{}: implausible model shape ({})", src, summary());
@@ -68,7 +74,12 @@ std::string HParams::summary() const {
       arch_name, n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx_train, rope_theta,
       rope_scaling.type != "none" ? ", rope scaling " + rope_scaling.type : "",
       tied_embeddings ? ", tied embeddings" : "", qkv_bias ? ", qkv bias" : "", qk_norm ? ", q/k norm" : "",
-      n_swa > 0 ? fmt::format(", sliding window {}", n_swa) : "");
+      n_swa > 0 ? fmt::format(", sliding window {}", n_swa) : "") +
+         // Gemma's fields only where set: the summary enters the fingerprint of every other model.
+         (swa_period > 0 ? fmt::format(", every {}-th layer global", swa_period) : "") +
+         (attn_softcap > 0 ? fmt::format(", attention soft-cap {}", attn_softcap) : "") +
+         (final_softcap > 0 ? fmt::format(", final soft-cap {}", final_softcap) : "") +
+         (query_scale > 0 ? fmt::format(", query scale {}", query_scale) : "") + (gemma_block ? ", gemma block" : "");
 }
 
 }  // namespace kvs

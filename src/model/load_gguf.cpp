@@ -75,8 +75,15 @@ void load_gguf(Model& m, const std::string& path) {
     // llama.cpp's phi3 (Phi-3, Phi-3.5, Phi-4): NEOX RoPE, fused attn_qkv and ffn_up (gate | up).
     hp.arch = Arch::Phi3;
     hp.rope_style = kernels::RopeStyle::RotateHalf;
+  } else if (arch == "gemma2") {
+    // llama.cpp's gemma2 (llm_build_gemma2): NEOX RoPE, norms stored as 1 + w by the converter.
+    hp.arch = Arch::Gemma2;
+    hp.rope_style = kernels::RopeStyle::RotateHalf;
+    hp.gemma_block = true;
+    hp.swa_period = 2;  // "(il % 2) layers use SWA": even layers local
   } else {
-    fail("{}: unsupported architecture '{}' (general.architecture); supported: llama, qwen2, qwen3, phi3", path, arch);
+    fail("{}: unsupported architecture '{}' (general.architecture); supported: llama, qwen2, qwen3, phi3, gemma2", path,
+         arch);
   }
   m.name = g.get_str_opt("general.name").value_or(arch);
   auto key = [&](const char* k) { return arch + "." + k; };
@@ -123,6 +130,25 @@ void load_gguf(Model& m, const std::string& path) {
       fail("{}: this Phi-3 file uses LongRoPE (rope_factors_long/short, the 128k models), which is not supported", path);
   }
 
+  if (hp.arch == Arch::Gemma2) {
+    // llama.cpp's defaults where the file is silent: window 4,096, soft-caps 50 (attention) and 30 (final).
+    auto num = [&](const char* k, double def, double lo, double hi) {
+      const double v = g.get_float_opt(key(k)).value_or(def);
+      if (!(v >= lo && v <= hi)) fail("{}: {} = {} out of range ({}..{})", path, key(k), v, lo, hi);
+      return v;
+    };
+    hp.n_swa = static_cast<int>(g.get_int_opt(key("attention.sliding_window")).value_or(4096));
+    if (hp.n_swa <= 0 || hp.n_swa > (1 << 24))
+      fail("{}: {} = {} out of range", path, key("attention.sliding_window"), hp.n_swa);
+    hp.attn_softcap = static_cast<float>(num("attn_logit_softcapping", 50.0, 0.0, 1e6));
+    hp.final_softcap = static_cast<float>(num("final_logit_softcapping", 30.0, 0.0, 1e6));
+    // The GGUF carries no query_pre_attn_scalar: llama.cpp scales queries by 1/sqrt(head_dim) for
+    // the 2B and 9B models and by 1/sqrt(n_embd / n_head) for the 27B (46 layers), as Google's
+    // gemma_pytorch does (query_pre_attn_scalar 144 = 4,608 / 32 there).
+    const int qpas = hp.n_layer == 46 ? hp.n_embd / hp.n_head : hp.head_dim;
+    hp.query_scale = 1.0f / std::sqrt(static_cast<float>(qpas));
+  }
+
   m.tok_embd = find_tensor(g, "token_embd.weight", true);
   hp.n_vocab = static_cast<int>(m.tok_embd.rows());
   if (auto nv = g.get_int_opt(key("vocab_size")); nv && *nv != hp.n_vocab)
@@ -151,6 +177,10 @@ void load_gguf(Model& m, const std::string& path) {
       l.k_norm = find_tensor(g, p + "attn_k_norm.weight", true);
     }
     l.ffn_norm = find_tensor(g, p + "ffn_norm.weight", true);
+    if (hp.gemma_block) {
+      l.post_attn_norm = find_tensor(g, p + "post_attention_norm.weight", true);
+      l.post_ffn_norm = find_tensor(g, p + "post_ffw_norm.weight", true);
+    }
     if (hp.arch == Arch::Phi3) {
       l.ffn_gate_up = find_tensor(g, p + "ffn_up.weight", true);  // [2 n_ff] rows: gate, then up
     } else {

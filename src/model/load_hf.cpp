@@ -121,6 +121,7 @@ HParams hparams_from_hf_config(const std::string& cfg_path) {
     if (an == "Qwen2ForCausalLM") arch = "qwen2";
     if (an == "Qwen3ForCausalLM") arch = "qwen3";
     if (an == "Phi3ForCausalLM") arch = "phi3";
+    if (an == "Gemma2ForCausalLM") arch = "gemma2";
   }
   if (arch == "llama" || arch == "mistral") {
     hp.arch = Arch::Llama;
@@ -151,12 +152,49 @@ HParams hparams_from_hf_config(const std::string& cfg_path) {
         fail("{}: 'sliding_window' must be null or an integer in 0..{}, got {}", cfg_path, kMaxCtxTrain, sw->dump());
       hp.n_swa = static_cast<int>(sw->get<int64_t>());
     }
+  } else if (arch == "gemma2") {
+    // transformers' Gemma2 (modeling_gemma2.py): embeddings times sqrt(hidden_size), RMSNorm as
+    // x * (1 + w) (the +1 is added at load: model.cpp norm_f32), post-attention and post-FFN norms,
+    // GeGLU with tanh GELU, attention scale query_pre_attn_scalar^-1/2, logit soft-capping, sliding
+    // window on the even layers (Gemma2DecoderLayer.is_sliding = not layer_idx % 2).
+    hp.arch = Arch::Gemma2;
+    hp.arch_name = "gemma2";
+    hp.gemma_block = true;
+    hp.swa_period = 2;
+    if (c.bool_opt("attention_bias", false)) fail("{}: attention_bias = true is not supported for gemma2 models", cfg_path);
+    hp.n_swa = c.int_opt_in("sliding_window", 4096, 1, kMaxCtxTrain);
+    auto cap = [&](const char* k, double def) {
+      const json* v = c.get(k);
+      if (v && v->is_null()) return 0.0f;  // null: no soft-capping
+      return static_cast<float>(c.num_opt_in(k, def, 0.0, 1e6));
+    };
+    hp.attn_softcap = cap("attn_logit_softcapping", 50.0);
+    hp.final_softcap = cap("final_logit_softcapping", 30.0);
+    if (const json* lt = c.get("layer_types"); lt && !lt->is_null()) {  // newer transformers spell the pattern out
+      if (!lt->is_array()) fail("{}: 'layer_types' must be a list", cfg_path);
+      for (size_t i = 0; i < lt->size(); ++i) {
+        const json& t = (*lt)[i];
+        const bool local = t.is_string() && t.get<std::string>() == "sliding_attention";
+        const bool global = t.is_string() && t.get<std::string>() == "full_attention";
+        if ((!local && !global) || local != (i % 2 == 0))
+          fail("{}: layer_types[{}] = {}: only Gemma 2's pattern (sliding_attention on even layers, "
+               "full_attention on odd ones) is supported",
+               cfg_path, i, t.dump());
+      }
+    }
   } else {
-    fail("{}: unsupported model_type '{}' (supported: llama, mistral, qwen2, qwen3, phi3)", cfg_path, arch);
+    fail("{}: unsupported model_type '{}' (supported: llama, mistral, qwen2, qwen3, phi3, gemma2)", cfg_path, arch);
   }
   if (c.bool_opt("mlp_bias", false)) fail("{}: mlp_bias = true is not supported", cfg_path);
-  const std::string act = c.str_opt("hidden_act", "silu");
-  if (act != "silu") fail("{}: hidden_act '{}' is not supported (expected silu)", cfg_path, act);
+  if (hp.gemma_block) {
+    // Gemma 2 configs name it hidden_activation (hidden_act in older ones); both mean the GeGLU gate.
+    const std::string act = c.str_opt("hidden_activation", c.str_opt("hidden_act", "gelu_pytorch_tanh"));
+    if (act != "gelu_pytorch_tanh" && act != "gelu")
+      fail("{}: hidden_activation '{}' is not supported for gemma2 (expected gelu_pytorch_tanh)", cfg_path, act);
+  } else {
+    const std::string act = c.str_opt("hidden_act", "silu");
+    if (act != "silu") fail("{}: hidden_act '{}' is not supported (expected silu)", cfg_path, act);
+  }
   hp.rope_style = kernels::RopeStyle::RotateHalf;
   // Shape fields: positive and within HParams::validate's plausibility limits, each refused here
   // with its config.json name (a negative or wrapped value never reaches the model).
@@ -171,7 +209,11 @@ HParams hparams_from_hf_config(const std::string& cfg_path) {
   hp.n_ctx_train = c.int_opt_in("max_position_embeddings", 2048, 1, kMaxCtxTrain);
   hp.rms_eps = static_cast<float>(c.num_opt_in("rms_norm_eps", 1e-6, 0.0, 1.0));
   hp.rope_theta = static_cast<float>(c.num_opt_in("rope_theta", 10000.0, 0.0, 1e12));
-  hp.tied_embeddings = c.bool_opt("tie_word_embeddings", false);
+  hp.tied_embeddings = c.bool_opt("tie_word_embeddings", hp.arch == Arch::Gemma2);  // Gemma2Config's default: tied
+  if (hp.arch == Arch::Gemma2) {
+    const double qpas = c.num_opt_in("query_pre_attn_scalar", hp.head_dim, 1e-6, 1e9);
+    hp.query_scale = static_cast<float>(1.0 / std::sqrt(qpas));
+  }
   if (const json* rs = c.get("rope_scaling")) {
     if (!rs->is_object()) fail("{}: 'rope_scaling' must be an object or null", cfg_path);
     Config r{*rs, cfg_path};
@@ -244,7 +286,13 @@ void load_hf(Model& m, const std::string& dir) {
       l.q_norm = get(p + "self_attn.q_norm.weight", true);
       l.k_norm = get(p + "self_attn.k_norm.weight", true);
     }
-    l.ffn_norm = get(p + "post_attention_layernorm.weight", true);
+    if (hp.gemma_block) {  // Gemma 2 names: post_attention_layernorm is the attention output's norm
+      l.post_attn_norm = get(p + "post_attention_layernorm.weight", true);
+      l.ffn_norm = get(p + "pre_feedforward_layernorm.weight", true);
+      l.post_ffn_norm = get(p + "post_feedforward_layernorm.weight", true);
+    } else {
+      l.ffn_norm = get(p + "post_attention_layernorm.weight", true);
+    }
     if (hp.arch == Arch::Phi3) {
       l.ffn_gate_up = get(p + "mlp.gate_up_proj.weight", true);
     } else {

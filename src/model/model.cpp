@@ -62,7 +62,7 @@ void for_each_weight(const Model& m, const auto& fn) {
     // Fused tensors (Phi-3) count once: their row views are skipped.
     const bool fqkv = l.wqkv.valid(), fgu = l.ffn_gate_up.valid();
     for (const TensorView* t : {&l.attn_norm, &l.wqkv, &l.wq, &l.wk, &l.wv, &l.wo, &l.bq, &l.bk, &l.bv, &l.q_norm,
-                                &l.k_norm, &l.ffn_norm, &l.ffn_gate_up, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) {
+                                &l.k_norm, &l.ffn_norm, &l.post_attn_norm, &l.post_ffn_norm, &l.ffn_gate_up, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) {
       if (!t->valid()) continue;
       if (fqkv && (t == &l.wq || t == &l.wk || t == &l.wv)) continue;
       if (fgu && (t == &l.ffn_gate || t == &l.ffn_up)) continue;
@@ -104,6 +104,17 @@ TensorView vector_f32(Model& m, const TensorView& t, int64_t n, const std::strin
   return m.own_f32(t.name, std::move(v), {n, 1, 1, 1}, 1);
 }
 
+// A norm weight as the forward uses it: Gemma's HF checkpoints store w and compute x * (1 + w)
+// (transformers' Gemma2RMSNorm); llama.cpp's converter stores 1 + w in the GGUF, and the forward
+// multiplies by the stored vector. `add` = 1 brings an HF Gemma weight to the GGUF convention.
+TensorView norm_f32(Model& m, const TensorView& t, int64_t n, const std::string& src, float add) {
+  TensorView v = vector_f32(m, t, n, src);
+  if (add == 0.0f) return v;
+  std::vector<float> w(v.f32(), v.f32() + n);
+  for (float& x : w) x += add;
+  return m.own_f32(t.name, std::move(w), {n, 1, 1, 1}, 1);
+}
+
 }  // namespace
 
 std::vector<float> detail::rope_inv_freq(const HParams& hp) {
@@ -137,7 +148,8 @@ void detail::finish_model(Model& m, const std::string& src) {
   hp.validate(src);
   const int64_t E = hp.n_embd, Q = int64_t{hp.n_head} * hp.head_dim, KV = int64_t{hp.n_head_kv} * hp.head_dim;
   check_matrix(m.tok_embd, hp.n_vocab, E, src);
-  m.output_norm = vector_f32(m, m.output_norm, E, src);
+  const float norm_add = hp.gemma_block && m.format == "hf" ? 1.0f : 0.0f;
+  m.output_norm = norm_f32(m, m.output_norm, E, src, norm_add);
   if (!m.output.valid()) {
     m.output = m.tok_embd;
     m.hp.tied_embeddings = true;
@@ -146,7 +158,7 @@ void detail::finish_model(Model& m, const std::string& src) {
   if (static_cast<int>(m.layers.size()) != hp.n_layer)
     fail("{}: found {} layers of weights, expected {}", src, m.layers.size(), hp.n_layer);
   for (auto& l : m.layers) {
-    l.attn_norm = vector_f32(m, l.attn_norm, E, src);
+    l.attn_norm = norm_f32(m, l.attn_norm, E, src, norm_add);
     if (l.wqkv.valid()) {  // Phi-3: [Q | K | V] rows
       check_matrix(l.wqkv, Q + 2 * KV, E, src);
       l.wq = row_slice(l.wqkv, 0, Q, l.wqkv.name + "[q]");
@@ -171,7 +183,11 @@ void detail::finish_model(Model& m, const std::string& src) {
       l.q_norm = vector_f32(m, l.q_norm, hp.head_dim, src);
       l.k_norm = vector_f32(m, l.k_norm, hp.head_dim, src);
     }
-    l.ffn_norm = vector_f32(m, l.ffn_norm, E, src);
+    l.ffn_norm = norm_f32(m, l.ffn_norm, E, src, norm_add);
+    if (hp.gemma_block) {
+      l.post_attn_norm = norm_f32(m, l.post_attn_norm, E, src, norm_add);
+      l.post_ffn_norm = norm_f32(m, l.post_ffn_norm, E, src, norm_add);
+    }
     check_matrix(l.ffn_gate, hp.n_ff, E, src);
     check_matrix(l.ffn_up, hp.n_ff, E, src);
     check_matrix(l.ffn_down, E, hp.n_ff, src);

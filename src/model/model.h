@@ -26,6 +26,7 @@ struct LayerWeights {
   TensorView ffn_gate_up;  // [2 n_ff][n_embd] fused gate (first half) and up as stored (Phi-3); row views as above
   TensorView q_norm, k_norm;  // [head_dim] f32, per-head RMSNorm weights of Q and K (Qwen3), else invalid
   TensorView ffn_norm;   // [n_embd] f32
+  TensorView post_attn_norm, post_ffn_norm;  // [n_embd] f32, Gemma 2's norms of the attention and FFN outputs
   TensorView ffn_gate;   // [n_ff][n_embd]
   TensorView ffn_up;     // [n_ff][n_embd]
   TensorView ffn_down;   // [n_embd][n_ff]

@@ -1,5 +1,7 @@
 #include "model/presets.h"
 
+#include <cmath>
+
 #include "core/error.h"
 
 namespace kvs {
@@ -43,6 +45,21 @@ HParams phi3(int vocab, int embd, int layers, int heads, int kv, int ff, int ctx
   return hp;
 }
 
+// Gemma 2: GeGLU, pre- and post-norms, soft-capping (attention 50, final 30), tied embeddings, a
+// 4,096-token window on the even layers, attention scale query_pre_attn_scalar^-1/2 (= head_dim on 2B/9B).
+HParams gemma2(int vocab, int embd, int layers, int heads, int kv, int head_dim, int ff, int window) {
+  HParams hp = make(Arch::Gemma2, vocab, embd, layers, heads, kv, ff, 8192, 10000.f, 1e-6f, true);
+  hp.head_dim = head_dim;
+  hp.rope_dim = head_dim;
+  hp.gemma_block = true;
+  hp.n_swa = window;
+  hp.swa_period = 2;
+  hp.attn_softcap = 50.0f;
+  hp.final_softcap = 30.0f;
+  hp.query_scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  return hp;
+}
+
 std::vector<ShapePreset> build() {
   std::vector<ShapePreset> v;
   v.push_back({"smollm2-135m", "SmolLM2-135M (HuggingFaceTB): 30 layers, dim 576, 9/3 heads",
@@ -55,6 +72,8 @@ std::vector<ShapePreset> build() {
                qwen3(151936, 1024, 28, 16, 8, 128, 3072, 40960, true)});
   v.push_back({"phi-3-mini", "Phi-3-mini-4k: 32 layers, dim 3072, 32/32 heads of 96, fused QKV and gate/up, window 2047",
                phi3(32064, 3072, 32, 32, 32, 8192, 4096, 2047)});
+  v.push_back({"gemma-2-2b", "Gemma-2-2B: 26 layers, dim 2304, 8/4 heads of 256, GeGLU, soft-capping, window 4096 on even layers",
+               gemma2(256000, 2304, 26, 8, 4, 256, 9216, 4096)});
   HParams l32 = make(Arch::Llama, 128256, 2048, 16, 32, 8, 8192, 131072, 500000.f, 1e-5f, true);
   l32.rope_scaling = {"llama3", 32.0f, 1.0f, 4.0f, 8192};
   v.push_back({"llama-3.2-1b", "Llama-3.2-1B: 16 layers, dim 2048, 32/8 heads, llama3 rope scaling", l32});
@@ -70,6 +89,14 @@ std::vector<ShapePreset> build() {
                phi3(320, 64, 2, 4, 2, 128, 1024, 1000)});
   v.push_back({"tiny-qwen3", "a tiny Qwen3 test shape: 2 layers, dim 64, 4/2 heads of 32 (Q wider than dim), Q/K norm",
                qwen3(320, 64, 2, 4, 2, 32, 128, 1024, true)});
+  // Soft-caps scaled to a random model's logits (attention scores within +-0.1, output logits within
+  // +-0.6 at weight std 0.02), so that both caps change the result; Gemma 2's 50 / 30 would not bite.
+  HParams tg2 = gemma2(320, 64, 4, 4, 2, 32, 128, 48);
+  tg2.attn_softcap = 0.05f;
+  tg2.final_softcap = 0.3f;
+  v.push_back({"tiny-gemma2",
+               "a tiny Gemma 2 test shape: 4 layers, dim 64, 4/2 heads of 32, window 48 on even layers, soft-caps 0.05 / 0.3",
+               tg2});
   return v;
 }
 

@@ -88,6 +88,10 @@ void write_random_gguf(const HParams& hp, VocabSpec vocab, DType type, uint64_t 
   if (hp.arch == Arch::Phi3 && std::find(vocab.tokens.begin(), vocab.tokens.end(), "<|endoftext|>") == vocab.tokens.end())
     for (const char* t : {"<|endoftext|>", "<|assistant|>", "<|system|>", "<|end|>", "<|user|>"})
       if (static_cast<int>(vocab.tokens.size()) < hp.n_vocab) append(t, 0.0f, TokenType::Control);
+  // Gemma's turn markers (its chat template; <end_of_turn> ends generation).
+  if (hp.arch == Arch::Gemma2 && std::find(vocab.tokens.begin(), vocab.tokens.end(), "<start_of_turn>") == vocab.tokens.end())
+    for (const char* t : {"<start_of_turn>", "<end_of_turn>"})
+      if (static_cast<int>(vocab.tokens.size()) < hp.n_vocab) append(t, 0.0f, TokenType::Control);
   for (int i = static_cast<int>(vocab.tokens.size()); i < hp.n_vocab; ++i)
     append("[PAD" + std::to_string(i) + "]", -1e9f, TokenType::Unused);
   GgufWriter w;
@@ -124,6 +128,7 @@ void write_random_gguf(const HParams& hp, VocabSpec vocab, DType type, uint64_t 
       vec(p + "attn_k_norm.weight", hp.head_dim, 1.0f, 0.2f);
     }
     matrix(p + "attn_output.weight", E, Q);
+    if (hp.gemma_block) vec(p + "post_attention_norm.weight", E, 1.0f, 0.05f);
     vec(p + "ffn_norm.weight", E, 1.0f, 0.05f);
     if (hp.arch == Arch::Phi3) {
       matrix(p + "ffn_up.weight", 2 * int64_t{hp.n_ff}, E);  // gate | up
@@ -132,6 +137,7 @@ void write_random_gguf(const HParams& hp, VocabSpec vocab, DType type, uint64_t 
       matrix(p + "ffn_up.weight", hp.n_ff, E);
     }
     matrix(p + "ffn_down.weight", E, hp.n_ff);
+    if (hp.gemma_block) vec(p + "post_ffw_norm.weight", E, 1.0f, 0.05f);
   }
   vec("output_norm.weight", E, 1.0f, 0.05f);
   if (!hp.tied_embeddings) matrix("output.weight", hp.n_vocab, E);

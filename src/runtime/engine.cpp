@@ -31,8 +31,11 @@ Engine::~Engine() = default;
 
 AttnShape Engine::attn_shape() const {
   const HParams& hp = model_.hp;
-  return {hp.n_head, hp.n_head_kv, hp.head_dim, 1.0f / std::sqrt(static_cast<float>(hp.head_dim)),
-          params_.llamacpp_numerics};
+  AttnShape s{hp.n_head, hp.n_head_kv, hp.head_dim, hp.attn_scale(), params_.llamacpp_numerics};
+  s.softcap = hp.attn_softcap;
+  s.n_swa = hp.n_swa;
+  s.swa_period = hp.swa_period;
+  return s;
 }
 
 std::unique_ptr<StatsCollector> Engine::new_stats(const StatsRequest& req) {
@@ -69,23 +72,10 @@ std::vector<float> Engine::forward(KvCache& cache, std::span<const int32_t> toke
   return forward_at(cache, tokens, pos, mode, hooks);
 }
 
-namespace {
-// A model whose every layer slides over a window (Phi-3-mini-4k: 2,047) is exact while no position
-// reaches the window: beyond it the attention would have to drop the oldest keys, which the engine
-// does not do yet (issue 26's sliding-window layers). Refused rather than answered differently.
-void check_window(const HParams& hp, int64_t last_pos) {
-  if (hp.n_swa > 0 && last_pos >= hp.n_swa)
-    fail("position {} is beyond this model's sliding attention window ({} tokens on every layer, {}): "
-         "sliding-window attention is not implemented yet, so context + answer must stay under {} tokens",
-         last_pos, hp.n_swa, hp.arch_name, hp.n_swa);
-}
-}  // namespace
-
 std::vector<float> Engine::forward_at(KvCache& cache, std::span<const int32_t> tokens, std::span<const int32_t> pos,
                                       Logits mode, const ForwardHooks& hooks) {
   const int n = static_cast<int>(tokens.size());
   KVS_ASSERT(pos.size() == tokens.size());
-  if (n > 0) check_window(model_.hp, pos[static_cast<size_t>(n) - 1]);
   const int V = model_.hp.n_vocab;
   for (int i = 0; i < n; ++i) {
     if (tokens[i] < 0 || tokens[i] >= V) fail("token id {} at index {} is outside the vocabulary (0..{})", tokens[i], i, V - 1);
@@ -150,7 +140,6 @@ std::vector<std::vector<float>> Engine::forward_batch(std::span<const BatchItem>
         fail("token id {} of sequence {} is outside the vocabulary (0..{})", it.tokens[t], i, V - 1);
     if (static_cast<int64_t>(it.cache->n_past()) + static_cast<int64_t>(it.tokens.size()) > INT32_MAX)
       fail("token positions of sequence {} would pass {}", i, INT32_MAX);
-    if (!it.tokens.empty()) check_window(model_.hp, static_cast<int64_t>(it.cache->n_past()) + it.tokens.size() - 1);
     pages += it.cache->pages_needed_for_append(static_cast<int>(it.tokens.size()));
   }
   if (!page_pool_->can_alloc(pages))

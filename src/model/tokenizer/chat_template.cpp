@@ -141,6 +141,29 @@ std::string render_phi3(const std::vector<ChatMessage>& msgs, bool gen) {
   return out;
 }
 
+// Gemma (its tokenizer_config.json template; llama.cpp's LLM_CHAT_TEMPLATE_GEMMA): "<start_of_turn>user\n
+// {msg}<end_of_turn>\n<start_of_turn>model\n{reply}<end_of_turn>\n", contents trimmed, the role
+// "assistant" written "model"; Gemma has no system turn: a system message is put before the next
+// user message, followed by a blank line (as llama.cpp does). <end_of_turn> ends generation.
+std::string render_gemma(const std::vector<ChatMessage>& msgs, bool gen) {
+  std::string out, sys;
+  for (const auto& m : msgs) {
+    if (m.role == "system") {
+      sys = trim(m.content);
+      continue;
+    }
+    const std::string role = m.role == "assistant" ? "model" : m.role;
+    out += "<start_of_turn>" + role + "\n";
+    if (!sys.empty() && role != "model") {
+      out += sys + "\n\n";
+      sys.clear();
+    }
+    out += trim(m.content) + "<end_of_turn>\n";
+  }
+  if (gen) out += "<start_of_turn>model\n";
+  return out;
+}
+
 }  // namespace
 
 ChatFormat Tokenizer::chat_format() const {
@@ -148,12 +171,14 @@ ChatFormat Tokenizer::chat_format() const {
   if (t.empty()) {
     if (vocab_has(spec_, "<|im_start|>")) return ChatFormat::ChatML;
     if (vocab_has(spec_, "<|assistant|>") && vocab_has(spec_, "<|end|>")) return ChatFormat::Phi3;
+    if (vocab_has(spec_, "<start_of_turn>") && vocab_has(spec_, "<end_of_turn>")) return ChatFormat::Gemma;
     return ChatFormat::None;
   }
   if (contains(t, "<|im_start|>")) return ChatFormat::ChatML;
   if (contains(t, "<|start_header_id|>")) return ChatFormat::Llama3;
   if (contains(t, "[INST]")) return ChatFormat::Llama2;
   if (contains(t, "<|assistant|>") && contains(t, "<|end|>")) return ChatFormat::Phi3;
+  if (contains(t, "<start_of_turn>")) return ChatFormat::Gemma;
   return ChatFormat::None;
 }
 
@@ -167,6 +192,8 @@ std::string Tokenizer::apply_chat_template(const std::vector<ChatMessage>& msgs,
       return render_llama2(msgs, spec_.chat_template, spec_);
     case ChatFormat::Phi3:
       return render_phi3(msgs, add_generation_prompt);
+    case ChatFormat::Gemma:
+      return render_gemma(msgs, add_generation_prompt);
     case ChatFormat::None:
       break;
   }

@@ -133,7 +133,7 @@ struct ChatMessage {
   std::string content;
 };
 
-enum class ChatFormat { ChatML, Llama3, Llama2, Phi3, None };
+enum class ChatFormat { ChatML, Llama3, Llama2, Phi3, Gemma, None };
 
 class Tokenizer {
  public:

@@ -59,8 +59,10 @@ std::vector<std::vector<uint8_t>> gvote_layer_votes(const KvCache& cache, int la
       const float* q0 = q_last + static_cast<size_t>(qh) * D;
       float mx = -INFINITY;
       for (int32_t s = 0; s < n; ++s) {
-        const bool visible = h.pos[static_cast<size_t>(s)] <= q_pos;
-        logit[s] = visible ? shape.scale * kernels::dot_f32(q0, K.data() + static_cast<size_t>(s) * D, D) : -INFINITY;
+        const int32_t kp = h.pos[static_cast<size_t>(s)], w = shape.window(layer);
+        const bool visible = kp <= q_pos && (w == 0 || kp > q_pos - w);
+        logit[s] = visible ? shape.logit(shape.scale * kernels::dot_f32(q0, K.data() + static_cast<size_t>(s) * D, D))
+                           : -INFINITY;
         mx = std::max(mx, logit[s]);
       }
       double z = 0;

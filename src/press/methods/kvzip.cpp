@@ -142,6 +142,8 @@ class RepeatObserver : public LayerObserver {
         const int32_t ncols = h.a + h.m + nvis;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nt, ncols, D, 1.0f, Q.data(), D, h.K.data(), D, 0.0f,
                     S.data(), ncols);
+        if (s.softcap > 0)  // Gemma 2's soft-capped logits, as the forward's attention
+          for (size_t e = 0; e < static_cast<size_t>(nt) * ncols; ++e) S[e] = s.logit(S[e]);
         float* bst = mine[static_cast<size_t>(tk.kvh)].data();
         if (fwd_lse) {
           // log p = logit - lse (every column is a chunk slot: no sinks, no repeat keys).

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "kernels/ops.h"
+#include "runtime/arch/gemma.h"
 
 namespace kvs::arch {
 
@@ -58,17 +59,7 @@ void rope_table_mean(const Model& m, int32_t first, int32_t count, float* out) {
 
 namespace {
 
-// fn(t) for every row, across the pool's threads when there is more than one row.
-template <typename Fn>
-void for_rows(ThreadPool& pool, int n, Fn&& fn) {
-  if (n == 1) {
-    fn(0);
-    return;
-  }
-  pool.parallel_for(n, [&](int64_t b, int64_t e) {
-    for (int64_t t = b; t < e; ++t) fn(static_cast<int>(t));
-  });
-}
+using detail::for_rows;
 
 // Per-head RMSNorm in place: x [heads][D], weights w [D] (Qwen3's q_norm / k_norm).
 void qk_norm(float* x, int heads, int D, const float* w, float eps) {
@@ -168,19 +159,20 @@ void attention_block(const Runtime& rt, Activations& a, std::span<Segment> segs,
                      hp.rms_eps);
   });
   qkv(rt, L, a, n, keep_pre);
+  const AttnShape& shape = rt.shape;  // soft-capping and the layer's window (if local) included
   for (const Segment& sg : segs) {
     const size_t r0 = static_cast<size_t>(sg.first);
     float* q = a.q.data() + r0 * H * D;
     const int32_t* sp = a.pos.data() + r0;
     if (!sg.cache->append(il, sg.n, a.k.data() + r0 * Hkv * D, a.v.data() + r0 * Hkv * D, sp))
       fail("KV cache memory cap reached while appending layer {}", il);
-    attention(*sg.cache, il, rt.shape, q, sp, sg.n, a.att.data() + r0 * H * D, a.lse.data() + r0 * H, rt.pool, rt.attn);
+    attention(*sg.cache, il, shape, q, sp, sg.n, a.att.data() + r0 * H * D, a.lse.data() + r0 * H, rt.pool, rt.attn);
     if (sg.observer) {
       LayerView v;
       v.layer = il;
       v.n_tok = sg.n;
       v.pos = sp;
-      v.shape = &rt.shape;
+      v.shape = &shape;
       v.hidden = a.x.data() + r0 * E;
       v.attn_in = a.xn.data() + r0 * E;  // attn_norm(x), overwritten only after the observers ran
       v.q = q;
@@ -197,6 +189,7 @@ void attention_block(const Runtime& rt, Activations& a, std::span<Segment> segs,
 // feed-forward block (SwiGLU): x += W_down . (silu(W_gate . norm(x)) * (W_up . norm(x))).
 void output_and_ffn(const Runtime& rt, Activations& a, int il, int rows) {
   const HParams& hp = rt.model.hp;
+  if (hp.gemma_block) return gemma_output_and_ffn(rt, a, il, rows);  // Gemma: post-norms, GeGLU
   const LayerWeights& L = rt.model.layers[static_cast<size_t>(il)];
   const int E = hp.n_embd, F = hp.n_ff;
   kernels::matmul(L.wo, a.att.data(), rows, a.xn.data(), rt.pool, rt.mm);
@@ -226,6 +219,23 @@ void output_logits(const Runtime& rt, Activations& a, const std::vector<int>& ou
     kernels::rmsnorm(a.x.data() + static_cast<size_t>(out_rows[i]) * E, rt.model.output_norm.f32(), a.xn.data() + i * E, E,
                      hp.rms_eps);
   kernels::matmul(rt.model.output, a.xn.data(), static_cast<int64_t>(out_rows.size()), logits_out, rt.pool, rt.mm);
+  if (hp.final_softcap > 0) {  // Gemma: logits -> c * tanh(logits / c), as llama.cpp (scale by 1/c, tanh, scale by c)
+    const float c = hp.final_softcap, inv = 1.0f / c;
+    const size_t n = out_rows.size() * static_cast<size_t>(hp.n_vocab);
+    for (size_t i = 0; i < n; ++i) logits_out[i] = c * std::tanh(logits_out[i] * inv);
+  }
+}
+
+// The embedding rows of tokens: x [n][E] (Gemma: times sqrt(E), in F32 as llama.cpp and transformers).
+void embed(const Runtime& rt, const int32_t* tokens, int n, float* x) {
+  const Model& model = rt.model;
+  const int E = model.hp.n_embd;
+  const float scale = model.hp.gemma_block ? std::sqrt(static_cast<float>(E)) : 1.0f;
+  for_rows(rt.pool, n, [&](int t) {
+    float* xt = x + static_cast<size_t>(t) * E;
+    kernels::dequantize_row(model.tok_embd.type, model.tok_embd.row(tokens[t]), xt, E);
+    if (scale != 1.0f) kernels::scale_f32(xt, scale, E);
+  });
 }
 
 }  // namespace
@@ -246,9 +256,7 @@ int forward_segments(const Runtime& rt, Activations& a, std::span<Segment> segs,
   for (int t = 0; t < n; ++t) a.row[static_cast<size_t>(t)] = t;
 
   // Embedding and the RoPE table of every row.
-  for_rows(rt.pool, n, [&](int t) {
-    kernels::dequantize_row(model.tok_embd.type, model.tok_embd.row(tokens[t]), a.x.data() + static_cast<size_t>(t) * E, E);
-  });
+  embed(rt, tokens, n, a.x.data());
   rope_table(model, a.pos.data(), n, a.rope.data());
 
   std::vector<int32_t> keep;
@@ -315,9 +323,7 @@ int forward_layer_major(const Runtime& rt, Activations& a, KvCache& cache, const
   std::vector<int32_t> P(pos, pos + n), R(static_cast<size_t>(n));
   for (int t = 0; t < n; ++t) R[static_cast<size_t>(t)] = t;
   rope_table(model, P.data(), n, RC.data());
-  for_rows(rt.pool, n, [&](int t) {
-    kernels::dequantize_row(model.tok_embd.type, model.tok_embd.row(tokens[t]), X.data() + static_cast<size_t>(t) * E, E);
-  });
+  embed(rt, tokens, n, X.data());
   a.reserve(hp, std::min(n, n_batch));
   std::vector<int32_t> keep;
   for (int il = 0; il < L; ++il) {

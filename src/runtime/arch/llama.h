@@ -2,8 +2,12 @@
 // (+ Qwen2's biases), RoPE, append K/V to the cache, attention over the per-head cache, output
 // projection, residual, RMSNorm, SwiGLU FFN, residual] -> RMSNorm -> logits.
 // Covers `llama` (Llama 2/3/3.1/3.2, Mistral, SmolLM, TinyLlama), `qwen2` (Llama + QKV biases,
-// rotate-half RoPE) and `qwen3` (Llama + a per-head RMSNorm of Q and K before rotate-half RoPE,
-// head_dim independent of the width): the same block with optional steps, so one file. One file per architecture, as llama.cpp's src/models/<arch>.cpp.
+// rotate-half RoPE), `qwen3` (Llama + a per-head RMSNorm of Q and K before rotate-half RoPE,
+// head_dim independent of the width) and `phi3` (fused projections split at load): the same block
+// with optional steps, so one file, as llama.cpp's src/models/<arch>.cpp. Gemma 2's half of a layer
+// after the attention (post-norms, GeGLU) is its own file, runtime/arch/gemma.cpp; its embedding
+// scale and final soft-capping are the two lines marked "Gemma" here, its attention soft-capping
+// and sliding windows are AttnShape's (kvcache/attention.h).
 //
 // Dimension legend: T = rows (tokens) of the chunk, E = n_embd, H = query heads, Hkv = KV heads,
 // D = head_dim, R = rope_dim, F = n_ff, V = n_vocab.
@@ -21,6 +25,20 @@
 #include "press/observer.h"
 
 namespace kvs::arch {
+
+namespace detail {
+// fn(t) for every row t in [0, n), across the pool's threads when there is more than one row.
+template <typename Fn>
+void for_rows(ThreadPool& pool, int n, Fn&& fn) {
+  if (n == 1) {
+    fn(0);
+    return;
+  }
+  pool.parallel_for(n, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) fn(static_cast<int>(t));
+  });
+}
+}  // namespace detail
 
 // Activations of one forward chunk (llama2.c's RunState): every buffer named with its shape.
 // Capacity grows to the largest chunk seen; T shrinks when a RowSelector drops rows.

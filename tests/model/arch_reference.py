@@ -1,26 +1,33 @@
 #!/usr/bin/env python3
-"""kvshrink's Qwen3 forward against an independent reference (issue 26).
+"""kvshrink's Qwen3 and Gemma 2 forwards against independent references (issue 26).
 
-The reference below is written from transformers' published Qwen3 definition (modeling_qwen3.py:
-Qwen3RMSNorm, Qwen3Attention with q_norm/k_norm over head_dim before rotate-half RoPE, Qwen3MLP,
-Qwen3DecoderLayer, Qwen3Model, tied or separate lm_head) in PyTorch (Debian's python3-torch). It
-reads the Hugging Face directory itself (config.json + model.safetensors, parsed here) and shares no
-code with the engine.
+The references below are written from transformers' published definitions in PyTorch (Debian's
+python3-torch, float64), one function per architecture, and share no code with the engine:
+  - qwen3 (modeling_qwen3.py): Qwen3RMSNorm, Qwen3Attention with q_norm/k_norm over head_dim
+    before rotate-half RoPE, Qwen3MLP, Qwen3DecoderLayer, tied or separate lm_head;
+  - gemma2 (modeling_gemma2.py): embeddings times sqrt(hidden_size), Gemma2RMSNorm (x * (1 + w)),
+    attention scaled by query_pre_attn_scalar^-1/2 and soft-capped (tanh(s / c) * c), a sliding
+    window on the even layers (a query sees keys less than sliding_window positions back),
+    post-attention and pre/post-feed-forward norms, GeGLU with tanh GELU, final logit soft-capping.
+Each reads the Hugging Face directory itself (config.json + model.safetensors, parsed here).
 
-    qwen3_reference.py --bin build/tools/kvshrink [--shape tiny-qwen3] [--stored FILE] [--write-stored]
+    arch_reference.py --bin build/tools/kvshrink [--shape tiny-qwen3|tiny-gemma2|...] [--n-prompt N]
+                      [--stored FILE] [--write-stored]
 
-Steps: `kvshrink make-model --shape S --type f32 --seed 26` writes a random-weight GGUF (`qwen3`
-architecture, llama.cpp's key and tensor names); `kvshrink convert` writes it as a HF directory;
-`kvshrink logits` (F32 KV cache, one prefill batch, then greedy steps) runs both the GGUF and the HF
-directory on the same 48 random ids. The reference runs the HF directory on the same ids and takes
-its own greedy steps. Checked: per position KL(reference || kvshrink), the largest |logit
-difference| relative to the logits' spread, top-1 agreement, and the greedy tokens identical.
+Steps: `kvshrink make-model --shape S --type f32 --seed 26` writes a random-weight GGUF (llama.cpp's
+key and tensor names); `kvshrink convert` writes it as a HF directory; `kvshrink logits` (F32 KV
+cache, one prefill batch, then greedy steps) runs both the GGUF and the HF directory on the same
+random ids. The reference runs the HF directory on the same ids and takes its own greedy steps.
+Checked: per position KL(reference || kvshrink), the largest |logit difference| relative to the
+logits' spread, top-1 agreement, and the greedy tokens identical. On tiny-gemma2 (window 48) the
+96 prompt ids run past the window, so the local layers' masks are exercised, in prefill and decode.
 
 Without torch (CI installs it only with `scripts/setup --train`) the comparison uses the reference's
-logits stored in --stored (written by --write-stored on a machine with torch, for the default shape):
-the weights are a pure function of the shape and seed, so the stored logits are the reference's for
-exactly the file make-model writes. With torch, the fresh reference is also compared with the stored
-one. Exit 0 on success, 1 on a failed check, 77 when neither torch nor a stored reference is there.
+logits stored in tests/model/data/<shape>_reference.npz (written by --write-stored on a machine
+with torch): the weights are a pure function of the shape and seed, so the stored logits are the
+reference's for exactly the file make-model writes. With torch, the fresh reference is also compared
+with the stored one. Exit 0 on success, 1 on a failed check, 77 when neither torch nor a stored
+reference is there.
 """
 import argparse
 import json
@@ -34,7 +41,9 @@ import tempfile
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-N_PROMPT, N_GREEDY, SEED = 48, 8, 26
+N_GREEDY, SEED = 8, 26
+N_PROMPT = {"tiny-gemma2": 96}  # past its 48-token window; 48 elsewhere
+STORED = {"tiny-qwen3": "qwen3_tiny_reference.npz", "tiny-gemma2": "gemma2_tiny_reference.npz"}
 # Bounds met by the llama / qwen2 shapes against llama.cpp on F32 files are far looser (KL 1e-5 to
 # 1e-4 with F16 attention rounding); with F32 weights, activations and KV on both sides the two
 # implementations differ only by float summation order.
@@ -42,7 +51,7 @@ MAX_KL, MAX_REL_DIFF = 1e-6, 1e-3
 
 
 # ---------------------------------------------------------------------------------------------
-# The reference (torch), from transformers' modeling_qwen3.py.
+# The references (torch), from transformers' modeling_qwen3.py and modeling_gemma2.py.
 
 def load_safetensors(path):
     with open(path, "rb") as f:
@@ -61,13 +70,7 @@ def load_safetensors(path):
     return out
 
 
-def reference_logits(hf_dir, ids, n_greedy):
-    import torch
-
-    torch.set_num_threads(2)
-    cfg = json.load(open(os.path.join(hf_dir, "config.json")))
-    assert cfg["model_type"] == "qwen3", cfg["model_type"]
-    W = {k: torch.from_numpy(v).double() for k, v in load_safetensors(os.path.join(hf_dir, "model.safetensors")).items()}
+def qwen3_forward(torch, cfg, W):
     H, Hkv, D = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
     eps, theta, L = cfg["rms_norm_eps"], cfg["rope_theta"], cfg["num_hidden_layers"]
     lm_head = W["model.embed_tokens.weight"] if cfg.get("tie_word_embeddings") else W["lm_head.weight"]
@@ -108,6 +111,73 @@ def reference_logits(hf_dir, ids, n_greedy):
             x = x + (torch.nn.functional.silu(g) * u) @ W[p + "mlp.down_proj.weight"].T
         return rms_norm(x, W["model.norm.weight"]) @ lm_head.T  # [T, V]
 
+    return forward
+
+
+def gemma2_forward(torch, cfg, W):
+    H, Hkv, D = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
+    E, eps, theta, L = cfg["hidden_size"], cfg["rms_norm_eps"], cfg["rope_theta"], cfg["num_hidden_layers"]
+    window, scaling = cfg["sliding_window"], cfg["query_pre_attn_scalar"] ** -0.5
+    attn_cap, final_cap = cfg.get("attn_logit_softcapping"), cfg.get("final_logit_softcapping")
+    emb_w = W["model.embed_tokens.weight"]
+    gelu = lambda t: torch.nn.functional.gelu(t, approximate="tanh")  # hidden_activation gelu_pytorch_tanh
+
+    def rms_norm(x, w):  # Gemma2RMSNorm: x / sqrt(mean(x^2) + eps) * (1 + w)
+        return (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)) * (1.0 + w)
+
+    def rotate_half(x):
+        x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+        return torch.cat((-x2, x1), dim=-1)
+
+    def forward(tokens):
+        T = len(tokens)
+        x = emb_w[torch.tensor(tokens)] * torch.tensor(E ** 0.5, dtype=torch.float64)  # Gemma2Model's normalizer
+        inv_freq = 1.0 / (theta ** (torch.arange(0, D, 2, dtype=torch.float64) / D))
+        freqs = torch.arange(T, dtype=torch.float64)[:, None] * inv_freq[None, :]
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos, sin = emb.cos()[None], emb.sin()[None]
+        qi, ki = torch.arange(T)[:, None], torch.arange(T)[None, :]
+        causal = torch.where(ki > qi, float("-inf"), 0.0).double()
+        sliding = torch.where((ki > qi) | (qi - ki >= window), float("-inf"), 0.0).double()
+        for i in range(L):
+            p = f"model.layers.{i}."
+            h = rms_norm(x, W[p + "input_layernorm.weight"])
+            q = (h @ W[p + "self_attn.q_proj.weight"].T).view(T, H, D).transpose(0, 1)
+            k = (h @ W[p + "self_attn.k_proj.weight"].T).view(T, Hkv, D).transpose(0, 1)
+            v = (h @ W[p + "self_attn.v_proj.weight"].T).view(T, Hkv, D).transpose(0, 1)
+            q = q * cos + rotate_half(q) * sin
+            k = k * cos + rotate_half(k) * sin
+            k = k.repeat_interleave(H // Hkv, dim=0)
+            v = v.repeat_interleave(H // Hkv, dim=0)
+            s = q @ k.transpose(1, 2) * scaling
+            if attn_cap:
+                s = torch.tanh(s / attn_cap) * attn_cap
+            s = s + (sliding if i % 2 == 0 else causal)  # Gemma2DecoderLayer.is_sliding = not layer_idx % 2
+            att = torch.softmax(s, dim=-1) @ v
+            a = att.transpose(0, 1).reshape(T, H * D) @ W[p + "self_attn.o_proj.weight"].T
+            x = x + rms_norm(a, W[p + "post_attention_layernorm.weight"])
+            h = rms_norm(x, W[p + "pre_feedforward_layernorm.weight"])
+            f = (gelu(h @ W[p + "mlp.gate_proj.weight"].T) * (h @ W[p + "mlp.up_proj.weight"].T)) @ W[p + "mlp.down_proj.weight"].T
+            x = x + rms_norm(f, W[p + "post_feedforward_layernorm.weight"])
+        lg = rms_norm(x, W["model.norm.weight"]) @ emb_w.T
+        if final_cap:
+            lg = torch.tanh(lg / final_cap) * final_cap
+        return lg
+
+    return forward
+
+
+def reference_logits(hf_dir, ids, n_greedy):
+    import torch
+
+    torch.set_num_threads(2)
+    cfg = json.load(open(os.path.join(hf_dir, "config.json")))
+    W = {k: torch.from_numpy(v).double() for k, v in load_safetensors(os.path.join(hf_dir, "model.safetensors")).items()}
+    forwards = {"qwen3": qwen3_forward, "gemma2": gemma2_forward}
+    if cfg["model_type"] not in forwards:
+        sys.exit(f"no reference forward for model_type {cfg['model_type']}")
+    forward = forwards[cfg["model_type"]](torch, cfg, W)
+
     with torch.no_grad():
         out = forward(list(ids))
         rows = [out]
@@ -145,11 +215,11 @@ def log_softmax(x):
     return y - np.log(np.exp(y).sum(1, keepdims=True))
 
 
-def compare(name, ref, ref_greedy, got, got_greedy):
+def compare(name, ref, ref_greedy, got, got_greedy, n_prompt):
     """Prints the comparison of got against ref; returns True when within the bounds."""
     n = min(len(ref), len(got))
     # Positions where both saw the same ids: the prompt, then greedy steps up to the first difference.
-    same = N_PROMPT
+    same = n_prompt
     for a, b in zip(ref_greedy, got_greedy):
         if a != b:
             break
@@ -171,8 +241,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin", required=True, help="the kvshrink binary")
     ap.add_argument("--shape", default="tiny-qwen3")
-    ap.add_argument("--stored", default=os.path.join(HERE, "data", "qwen3_tiny_reference.npz"),
-                    help="the reference's stored logits for the default shape")
+    ap.add_argument("--n-prompt", type=int, help="prompt ids (default: 96 for tiny-gemma2, else 48)")
+    ap.add_argument("--stored", help="the reference's stored logits (default: tests/model/data/<shape>'s, when kept)")
     ap.add_argument("--write-stored", action="store_true", help="write --stored from a fresh torch reference")
     ap.add_argument("--keep", help="keep the models in this directory")
     a = ap.parse_args()
@@ -181,14 +251,17 @@ def main():
         have_torch = True
     except ImportError:
         have_torch = False
-    use_stored = a.shape == "tiny-qwen3" and os.path.exists(a.stored)
+    n_prompt = a.n_prompt or N_PROMPT.get(a.shape, 48)
+    if a.stored is None and a.shape in STORED:
+        a.stored = os.path.join(HERE, "data", STORED[a.shape])
+    use_stored = a.stored is not None and os.path.exists(a.stored)
     if not have_torch and not use_stored:
         print("SKIP: no torch (scripts/setup --train) and no stored reference for this shape")
         return 77
-    if a.write_stored and not have_torch:
-        sys.exit("--write-stored needs torch")
+    if a.write_stored and (not have_torch or a.stored is None):
+        sys.exit("--write-stored needs torch and a --stored path")
 
-    work = a.keep or tempfile.mkdtemp(prefix="qwen3ref_")
+    work = a.keep or tempfile.mkdtemp(prefix="archref_")
     os.makedirs(work, exist_ok=True)
     gguf, hf = os.path.join(work, f"{a.shape}.gguf"), os.path.join(work, f"{a.shape}-hf")
     run([a.bin, "make-model", "--shape", a.shape, "--type", "f32", "--seed", str(SEED), "-o", gguf])
@@ -196,7 +269,7 @@ def main():
     cfg = json.load(open(os.path.join(hf, "config.json")))
     V = cfg["vocab_size"]
     rng = random.Random(SEED)
-    ids = [rng.randrange(3, min(V, 32000)) for _ in range(N_PROMPT)]
+    ids = [rng.randrange(3, min(V, 32000)) for _ in range(n_prompt)]
     ids_file = os.path.join(work, "ids.txt")
     with open(ids_file, "w") as f:
         f.write(" ".join(map(str, ids)))
@@ -219,9 +292,9 @@ def main():
            for name, model in (("gguf", gguf), ("hf", hf))}
     for rname, ref, rgreedy in refs:
         for name, (lg, gr) in got.items():
-            ok &= compare(f"kvshrink {name} vs {rname}", ref, rgreedy, lg, gr)
+            ok &= compare(f"kvshrink {name} vs {rname}", ref, rgreedy, lg, gr, n_prompt)
     if len(refs) == 2:  # the fresh reference against the stored one (same code, other machine/version)
-        ok &= compare("torch reference vs stored", refs[1][1], refs[1][2], refs[0][1], refs[0][2])
+        ok &= compare("torch reference vs stored", refs[1][1], refs[1][2], refs[0][1], refs[0][2], n_prompt)
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
 
