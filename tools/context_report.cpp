@@ -25,6 +25,19 @@ void print_context_report(const CompressedContext& ctx, Engine& engine, const Pr
     fmt::print(stderr, "time: context prefill {:.3f} s, scoring {:.3f} s, compaction {:.3f} s\n", ctx.prefill_seconds(),
                r.score_seconds, r.apply_seconds);
   }
+  // Models with sliding-window layers: bytes per layer kind (a local layer keeps its window).
+  const AttnShape shape = engine.attn_shape();
+  if (shape.n_swa > 0) {
+    size_t local = 0, global = 0;
+    int n_local = 0;
+    for (int layer = 0; layer < l.n_layer; ++layer) {
+      const bool is_local = shape.window(layer) > 0;
+      (is_local ? local : global) += c.bytes_held(layer);
+      n_local += is_local;
+    }
+    fmt::print(stderr, "KV by layer kind: {} local layers (window {}) {}, {} global layers {}\n", n_local, shape.n_swa,
+               format_bytes(local), l.n_layer - n_local, format_bytes(global));
+  }
   fmt::print(stderr, "pool: {} in use, high-water {}\n", format_bytes(engine.page_pool().bytes_in_use()),
              format_bytes(engine.page_pool().high_water_bytes()));
   if (per_layer && !query_aware) {
@@ -36,7 +49,8 @@ void print_context_report(const CompressedContext& ctx, Engine& engine, const Pr
         s += fmt::format("{:.3f} ", c.len(layer, kvh) / full_len);
         sum += c.len(layer, kvh);
       }
-      fmt::print(stderr, "{} (layer {:.3f}, {})\n", s, sum / (full_len * l.n_head_kv), format_bytes(c.bytes_held(layer)));
+      fmt::print(stderr, "{} (layer {:.3f}, {}{})\n", s, sum / (full_len * l.n_head_kv), format_bytes(c.bytes_held(layer)),
+                 shape.window(layer) > 0 ? ", local" : "");
     }
   }
 }

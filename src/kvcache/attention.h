@@ -39,6 +39,10 @@ struct AttnShape {
   int32_t n_swa = 0;
   int swa_period = 0;
   int32_t window(int layer) const { return n_swa > 0 && (swa_period == 0 || (layer + 1) % swa_period != 0) ? n_swa : 0; }
+  // A local layer beside global ones (Gemma 2): presses leave it to its window and spend their
+  // budget on the global layers. A model whose every layer slides (Phi-3) has no global layer, so
+  // its layers are compressed like any other (on top of the window).
+  bool press_skips(int layer) const { return swa_period > 0 && window(layer) > 0; }
   // The logit of a key whose scaled dot product with the query is `scaled` (soft-capped when set).
   float logit(float scaled) const { return softcap > 0 ? softcap * std::tanh(scaled * (1.0f / softcap)) : scaled; }
 };

@@ -272,6 +272,35 @@ bool KvCache::apply(const CacheEdit& edit) {
   return true;
 }
 
+int64_t KvCache::drop_pages_before(int layer, int32_t min_pos) {
+  const size_t P = static_cast<size_t>(layout_.page_tokens);
+  int64_t dropped = 0;
+  for (int kvh = 0; kvh < layout_.n_head_kv; ++kvh) {
+    HeadCache& h = heads_[idx(layer, kvh)];
+    size_t np = 0;  // leading full pages whose last (largest) position is < min_pos
+    while ((np + 1) * P <= h.pos.size() && h.pos[(np + 1) * P - 1] < min_pos) ++np;
+    if (np == 0) continue;
+    for (size_t i = 0; i < np; ++i) pool_->release(h.pages[i]);
+    h.pages.erase(h.pages.begin(), h.pages.begin() + static_cast<std::ptrdiff_t>(np));
+    h.pos.erase(h.pos.begin(), h.pos.begin() + static_cast<std::ptrdiff_t>(np * P));
+    if (!h.mass.empty()) h.mass.erase(h.mass.begin(), h.mass.begin() + static_cast<std::ptrdiff_t>(np * P));
+    h.slid += static_cast<int64_t>(np * P);
+    dropped += static_cast<int64_t>(np * P);
+  }
+  return dropped;
+}
+
+HeadCache KvCache::take_head(int layer, int kvh) {
+  HeadCache h = std::move(heads_[idx(layer, kvh)]);
+  heads_[idx(layer, kvh)] = HeadCache{};
+  return h;
+}
+
+void KvCache::put_head(int layer, int kvh, HeadCache h) {
+  KVS_ASSERT(heads_[idx(layer, kvh)].pages.empty());
+  heads_[idx(layer, kvh)] = std::move(h);
+}
+
 size_t KvCache::total_slots() const {
   size_t n = 0;
   for (const auto& h : heads_) n += h.pos.size();

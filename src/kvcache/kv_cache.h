@@ -37,6 +37,8 @@ struct HeadCache {
   std::vector<int32_t> pages;  // page ids, ceil(len / page_tokens) of them
   std::vector<int32_t> pos;    // [len] token position of each slot
   std::vector<float> mass;     // [len] merge mass, or empty meaning 1 for every slot
+  int64_t slid = 0;            // slots dropped from the front by a sliding window (drop_pages_before) so far:
+                               // per-slot statistics kept beside the cache drop as many (StatsCollector::sync)
   int32_t len() const { return static_cast<int32_t>(pos.size()); }
 };
 
@@ -93,6 +95,16 @@ class KvCache {
   // Atomic: the pages are planned first; if the pool cannot supply them, returns false and the
   // cache is exactly as it was. Malformed edits (slots out of range, keep not ascending) assert.
   bool apply(const CacheEdit& edit);
+
+  // ---- sliding-window layers ----------------------------------------------------------------
+  // Frees the leading pages of every KV head of `layer` whose slots all hold positions < min_pos
+  // (whole pages only, so that slot s stays in page s / page_tokens): a local layer keeps at most
+  // its window plus the pages in use. Returns the slots dropped.
+  int64_t drop_pages_before(int layer, int32_t min_pos);
+  // Moves a head out (leaving it empty) and back, pages and all: compression hides the local
+  // layers from allocators this way (press.cpp). Nothing is allocated or freed.
+  HeadCache take_head(int layer, int kvh);
+  void put_head(int layer, int kvh, HeadCache h);
 
   // ---- reads --------------------------------------------------------------------------------
   const HeadCache& head(int layer, int kvh) const { return heads_[idx(layer, kvh)]; }

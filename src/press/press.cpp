@@ -106,9 +106,30 @@ CompressResult compress(KvCache& cache, StatsCollector* stats, const Press& pres
     fail("press '{}' needs the model (a probe forward or the context), which is not available here", press.name);
   Timer t;
   PressEnv env{cache, shape, stats, pool, req, extras.probe, extras.state, extras.keep_last};
+  if (stats) stats->sync(cache);  // per-slot statistics of sliding-window layers follow the slots dropped
   Scores scores = press.scorer->score(env);
   const KvLayout& l = cache.layout();
   KVS_ASSERT(static_cast<int>(scores.s.size()) == l.n_heads_total());
+  // Sliding-window layers beside global ones (Gemma 2's even layers) hold only their window, dropped
+  // as decoding advances: a press chooses among the global layers' tokens (AttnShape::press_skips;
+  // Phi-3's layers, all local, are compressed like any other). The local heads are moved
+  // out of the cache while the allocator, selector and merger run — they see empty heads (budget
+  // 0, nothing to select, nothing in a layer's or the model's total) — and put back after, untouched.
+  struct LocalHeads {
+    KvCache& c;
+    std::vector<std::pair<int, HeadCache>> held;  // (head index, head)
+    ~LocalHeads() {
+      for (auto& [i, h] : held) c.put_head(i / c.layout().n_head_kv, i % c.layout().n_head_kv, std::move(h));
+    }
+  } local{cache, {}};
+  for (int layer = 0; layer < l.n_layer; ++layer) {
+    if (!shape.press_skips(layer)) continue;
+    for (int kvh = 0; kvh < l.n_head_kv; ++kvh) {
+      const int i = layer * l.n_head_kv + kvh;
+      local.held.emplace_back(i, cache.take_head(layer, kvh));
+      scores.s[static_cast<size_t>(i)].clear();
+    }
+  }
   for (int i = 0; i < l.n_heads_total(); ++i)
     KVS_ASSERT(static_cast<int32_t>(scores.s[static_cast<size_t>(i)].size()) == cache.len(i / l.n_head_kv, i % l.n_head_kv));
   Allocation alloc = press.allocator->allocate(scores, env);
@@ -129,6 +150,8 @@ CompressResult compress(KvCache& cache, StatsCollector* stats, const Press& pres
          cache.pages_needed_for_edit(edit));
   if (extras.state) *extras.state = std::move(state_after);
   if (stats) stats->apply_edit(edit);
+  for (auto& [i, h] : local.held) cache.put_head(i / l.n_head_kv, i % l.n_head_kv, std::move(h));
+  local.held.clear();
   r.apply_seconds = ta.seconds();
   r.slots_after = cache.total_slots();
   r.bytes_after = cache.bytes_held();

@@ -125,8 +125,25 @@ void StatsCollector::collect(const LayerView& v) {
   const int H = shape_.n_head, Hkv = shape_.n_head_kv, D = shape_.head_dim;
   const KvCache& c = *v.cache;
   n_queries_[static_cast<size_t>(v.layer)] += v.n_tok;
+  // A sliding-window layer beside global ones (AttnShape::press_skips): no press chooses there
+  // (compress() hides it from allocators), so nothing is collected per slot; its per-slot arrays
+  // are kept at the head lengths, zero, for scorers that read every head. The statistics of
+  // queries (Gram matrices, attention inputs, the window of queries) are collected as elsewhere.
+  // Slots dropped by a window since the last call leave the arrays first (sync_head).
+  const bool local = shape_.press_skips(v.layer);
+  for (int kvh = 0; kvh < Hkv; ++kvh) sync_head(heads_[idx(v.layer, kvh)], c.head(v.layer, kvh));
+  if (local) {
+    for (int kvh = 0; kvh < Hkv; ++kvh) {
+      Head& h = heads_[idx(v.layer, kvh)];
+      const size_t len = static_cast<size_t>(c.len(v.layer, kvh));
+      if (req_.col_sum) h.col_sum.assign(len, 0.0f);
+      if (req_.col_max) h.col_max.assign(len, 0.0f);
+      if (req_.chunk_attention > 0) h.chunk_attn.assign(len, 0.0f);
+      if (req_.pre_rope_keys) h.k_pre.assign(len * D, 0.0f);
+    }
+  }
   // Grow per-slot arrays to the head lengths (new slots start at 0).
-  for (int kvh = 0; kvh < Hkv; ++kvh) {
+  for (int kvh = 0; kvh < Hkv && !local; ++kvh) {
     Head& h = heads_[idx(v.layer, kvh)];
     const size_t len = static_cast<size_t>(c.len(v.layer, kvh));
     if (req_.col_sum) h.col_sum.resize(len, 0.0f);
@@ -159,6 +176,7 @@ void StatsCollector::collect(const LayerView& v) {
       w.q.erase(w.q.begin(), w.q.begin() + static_cast<std::ptrdiff_t>(drop * H * D));
     }
   }
+  if (local) return;
   if (req_.col_sum || req_.col_max) collect_attention(v);
   if (req_.chunk_attention > 0) collect_chunks(v);
 }
@@ -244,6 +262,10 @@ std::vector<std::vector<float>> StatsCollector::chunk_attention(const KvCache& c
     a[static_cast<size_t>(kvh)].resize(static_cast<size_t>(cache.len(layer, kvh)), 0.0f);
     ptr[static_cast<size_t>(kvh)] = &a[static_cast<size_t>(kvh)];
   }
+  if (shape_.press_skips(layer)) {  // a local layer beside global ones: not collected (see collect)
+    for (auto& x : a) std::fill(x.begin(), x.end(), 0.0f);
+    return a;
+  }
   chunk_scores(cache, layer, chunks_[static_cast<size_t>(layer)], ptr);
   return a;
 }
@@ -312,6 +334,26 @@ void StatsCollector::collect_attention(const LayerView& v) {
       }
     }
   }
+}
+
+void StatsCollector::sync_head(Head& h, const HeadCache& c) {
+  const int64_t d = c.slid - h.slid;
+  if (d <= 0) return;
+  const size_t D = static_cast<size_t>(shape_.head_dim);
+  auto drop = [&](std::vector<float>& a, size_t width) {
+    const size_t n = std::min(a.size(), static_cast<size_t>(d) * width);
+    a.erase(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(n));
+  };
+  drop(h.col_sum, 1);
+  drop(h.col_max, 1);
+  drop(h.chunk_attn, 1);
+  drop(h.k_pre, D);
+  h.slid = c.slid;
+}
+
+void StatsCollector::sync(const KvCache& cache) {
+  for (int layer = 0; layer < layout_.n_layer; ++layer)
+    for (int kvh = 0; kvh < layout_.n_head_kv; ++kvh) sync_head(heads_[idx(layer, kvh)], cache.head(layer, kvh));
 }
 
 void StatsCollector::apply_edit(const CacheEdit& edit) {

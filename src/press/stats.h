@@ -63,6 +63,9 @@ class StatsCollector : public LayerObserver {
 
   // Keeps per-slot arrays aligned with the cache after `edit` was applied to it.
   void apply_edit(const CacheEdit& edit);
+  // Drops from every per-slot array the slots a sliding window has dropped from the cache's head
+  // since (HeadCache::slid), so that array index = cache slot again. compress() calls it first.
+  void sync(const KvCache& cache);
   // A copy (for a forked cache that continues to collect).
   std::unique_ptr<StatsCollector> clone() const { return std::make_unique<StatsCollector>(*this); }
   // A copy that keeps and continues to collect only `req` (which this request must cover): a
@@ -119,7 +122,9 @@ class StatsCollector : public LayerObserver {
   struct Head {
     std::vector<float> col_sum, col_max, k_pre;
     std::vector<float> chunk_attn;  // [len] non-causal chunk attention of completed chunks
+    int64_t slid = 0;               // the cache head's HeadCache::slid these arrays follow
   };
+  void sync_head(Head& h, const HeadCache& c);
   // The queries of one layer's chunk still being filled (chunk_attention).
   struct ChunkBuffer {
     std::vector<float> q;      // [n][n_head][head_dim] post-RoPE

@@ -101,6 +101,7 @@ void CompressedContext::prefill(std::span<const int32_t> context, const Needs& e
   n_context_ = static_cast<int32_t>(context.size());
   Timer t;
   run_prefill(seq_, context, false, need.context_nll ? &nll_ : nullptr);
+  prefilled_slots_ = seq_.cache->total_slots();  // before compression (sliding-window layers hold their window)
   if (!need.context_nll) nll_.clear();
   prefill_s_ = t.seconds();
   // What the uncompressed context holds: every token in every head, in whole pages (a memory-cap
@@ -137,7 +138,7 @@ void CompressedContext::compress_from(const CompressedContext& base) {
   const StatsRequest have = base.seq_.stats ? base.seq_.stats->request() : StatsRequest{};
   if (!have.covers(need.stats) || (need.context_nll && base.nll_.empty()))
     fail("compress_from: the base prefill did not collect what press '{}' needs", spec_.press.name);
-  if (base.full_slots_ != base.seq_.cache->total_slots())
+  if (base.prefilled_slots_ != base.seq_.cache->total_slots())
     fail("compress_from: the base context is already compressed");
   seq_ = Sequence{};
   seq_.cache = base.seq_.cache->fork();
@@ -148,6 +149,7 @@ void CompressedContext::compress_from(const CompressedContext& base) {
   prefill_s_ = base.prefill_s_;
   full_bytes_ = base.full_bytes_;
   full_slots_ = base.full_slots_;
+  prefilled_slots_ = base.prefilled_slots_;
   finish_prefill();
 }
 

@@ -123,6 +123,7 @@ class CompressedContext {
   std::vector<float> nll_;
   CompressResult result_;
   size_t full_bytes_ = 0, full_slots_ = 0;
+  size_t prefilled_slots_ = 0;  // slots held right after the context's prefill, before compression
   double prefill_s_ = 0;
   int32_t n_context_ = 0;
   std::function<void(size_t, size_t)> on_prefill_;

@@ -30,7 +30,7 @@ TEST(EveryArchitecture, EveryPressCompressesAndAnswers) {
   test::TempDir dir("every_arch");
   ::setenv("KVSHRINK_CALIB_DIR", dir.str().c_str(), 1);
   DataStore data(test::data_dir());
-  for (const char* shape : {"tiny", "tiny-qwen2", "tiny-qwen3", "tiny-phi3"}) {
+  for (const char* shape : {"tiny", "tiny-qwen2", "tiny-qwen3", "tiny-phi3", "tiny-gemma2"}) {
     const auto& p = shape_preset(shape);
     const std::string path = dir / (std::string(shape) + ".gguf");
     write_random_gguf(p.hp, synthetic_spm_vocab(p.hp.n_vocab), DType::F32, 7, shape, path);

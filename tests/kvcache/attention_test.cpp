@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -76,7 +77,81 @@ void check(DType dt, int n_ctx, int n_tok, bool evict, int threads) {
   for (size_t i = 0; i < lse.size(); ++i) ASSERT_NEAR(lse[i], lse_ref[i], 2e-5f * std::max(1.0f, std::fabs(lse_ref[i])));
 }
 
+// Brute force written here from the definition (not attention_ref): for query t and head qh,
+// o = sum_j p_j v_j with p = softmax over the slots j of KV head qh / G that the query sees
+// (pos_j <= qpos_t and pos_j > qpos_t - window when window > 0) of cap * tanh(scale q.k_j / cap)
+// (scale q.k_j when cap is 0). Double accumulation.
+std::vector<double> brute_force(const Setup& st, const std::vector<float>& q, const std::vector<int32_t>& qpos,
+                                int32_t window, float cap) {
+  const int H = st.s.n_head, Hkv = st.s.n_head_kv, D = st.s.head_dim, G = H / Hkv;
+  const int T = static_cast<int>(qpos.size());
+  std::vector<double> out(static_cast<size_t>(T) * H * D, 0.0);
+  std::vector<float> k(static_cast<size_t>(D)), v(static_cast<size_t>(D));
+  for (int t = 0; t < T; ++t)
+    for (int qh = 0; qh < H; ++qh) {
+      const HeadCache& h = st.cache->head(0, qh / G);
+      std::vector<double> logit;
+      std::vector<int32_t> slot;
+      for (int32_t j = 0; j < h.len(); ++j) {
+        const int32_t kp = h.pos[static_cast<size_t>(j)];
+        if (kp > qpos[t] || (window > 0 && qpos[t] - kp >= window)) continue;
+        st.cache->read_k(0, qh / G, j, k.data());
+        double d = 0;
+        for (int i = 0; i < D; ++i) d += static_cast<double>(q[(static_cast<size_t>(t) * H + qh) * D + i]) * k[i];
+        d *= st.s.scale;
+        logit.push_back(cap > 0 ? cap * std::tanh(d / cap) : d);
+        slot.push_back(j);
+      }
+      if (logit.empty()) continue;
+      const double m = *std::max_element(logit.begin(), logit.end());
+      double z = 0;
+      for (double& x : logit) z += (x = std::exp(x - m));
+      for (size_t j = 0; j < slot.size(); ++j) {
+        st.cache->read_v(0, qh / G, slot[j], v.data());
+        for (int i = 0; i < D; ++i) out[(static_cast<size_t>(t) * H + qh) * D + i] += logit[j] / z * v[i];
+      }
+    }
+  return out;
+}
+
+// Sliding window and soft-capping (Gemma 2's local layers): both paths against the brute force,
+// at head_dim 64 with 4 KV heads (GQA 2), on a compressed cache (heads of different lengths, so
+// window starts fall at different slots per head) and a plain one.
+void check_window(int n_ctx, int n_tok, int32_t window, float cap, bool evict) {
+  Setup st = make(DType::F32, n_ctx, evict, 500 + n_ctx + n_tok + window, 8, 4, 64);
+  st.s.n_swa = window;
+  st.s.swa_period = 0;  // every layer local
+  st.s.softcap = cap;
+  std::vector<float> q;
+  std::vector<int32_t> qpos;
+  append_queries(st, n_tok, q, qpos, 91 + n_tok);
+  for (auto& x : q) x *= 4.0f;  // logits of several units, so that a cap of 2 bites
+  std::vector<float> out(q.size());
+  ThreadPool pool(2);
+  AttnScratch scr;
+  attention(*st.cache, 0, st.s, q.data(), qpos.data(), n_tok, out.data(), nullptr, pool, scr);
+  const std::vector<double> ref = brute_force(st, q, qpos, window, cap);
+  for (size_t i = 0; i < out.size(); ++i)
+    ASSERT_NEAR(out[i], ref[i], 2e-5) << "i=" << i << " n_ctx=" << n_ctx << " n_tok=" << n_tok << " window=" << window;
+  // And the brute force differs from plain causal attention (the window and cap do something here).
+  if (window > 0 && n_ctx + n_tok > window + 1) {
+    const std::vector<double> plain = brute_force(st, q, qpos, 0, cap);
+    double diff = 0;
+    for (size_t i = 0; i < plain.size(); ++i) diff = std::max(diff, std::fabs(plain[i] - ref[i]));
+    EXPECT_GT(diff, 1e-3);
+  }
+}
+
 }  // namespace
+
+TEST(Attention, SlidingWindowAndSoftcapMatchBruteForce) {
+  for (bool evict : {false, true})
+    for (int n_tok : {1, 3, 8, 70, 130})    // decode (< 8 queries) and the blocked prefill path
+      for (int32_t window : {1, 17, 100, 600})  // 600: longer than some contexts (no effect there)
+        check_window(300, n_tok, window, 0.0f, evict);
+  for (int n_tok : {1, 70}) check_window(1100, n_tok, 520, 2.0f, false);  // several key blocks, capped
+  check_window(0, 100, 30, 2.0f, false);  // the window inside the prefill batch itself
+}
 
 TEST(Attention, DecodeMatchesReference) {
   for (int n_ctx : {0, 1, 7, 100, 1500})

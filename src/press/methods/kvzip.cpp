@@ -167,12 +167,17 @@ class RepeatObserver : public LayerObserver {
     for (int kvh = 0; kvh < Hkv; ++kvh) {
       const HeadKeys& h = hk[static_cast<size_t>(kvh)];
       std::vector<float>& o = out_.at(l, v.layer, kvh);
+      // Fork slot -> original slot: a sliding-window layer of the fork may have dropped more leading
+      // slots than the original (the repeat pass runs past the window); their scores stay 0.
+      const int64_t off = c.head(v.layer, kvh).slid - env_.cache.head(v.layer, kvh).slid;
       for (int t = 0; t < nth; ++t) {
         const auto& b = best[static_cast<size_t>(t)];
         if (b.empty()) continue;
         const float* bk = b[static_cast<size_t>(kvh)].data();
-        for (int32_t j = 0; j < h.m; ++j)
-          o[static_cast<size_t>(h.b + j)] = std::max(o[static_cast<size_t>(h.b + j)], fwd_lse ? std::exp(bk[j]) : bk[j]);
+        for (int32_t j = 0; j < h.m; ++j) {
+          const size_t os = static_cast<size_t>(h.b + j + off);
+          o[os] = std::max(o[os], fwd_lse ? std::exp(bk[j]) : bk[j]);
+        }
       }
     }
   }

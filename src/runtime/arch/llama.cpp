@@ -182,6 +182,10 @@ void attention_block(const Runtime& rt, Activations& a, std::span<Segment> segs,
       v.cache = sg.cache;
       sg.observer->on_layer(v);
     }
+    // A local (sliding-window) layer: the next query (position > this chunk's last, p) sees keys
+    // at positions >= p + 2 - window; the pages wholly before that are freed (memory bounded by
+    // the window plus the pages in use, whatever the context).
+    if (const int32_t w = shape.window(il); w > 0) sg.cache->drop_pages_before(il, sp[sg.n - 1] + 2 - w);
   }
 }
 

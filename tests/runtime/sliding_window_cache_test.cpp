@@ -1,0 +1,139 @@
+// Sliding-window layers in the cache (issue 26): a local layer keeps at most its window plus the
+// pages in use, whatever the context, while global layers keep every token; presses compress the
+// global layers only (Gemma 2) and leave the window's layers as the window left them; a model whose
+// every layer slides (Phi-3) is still compressed. The logits with the bounded cache are checked
+// against an independent torch forward past the window in tests/model/arch_reference.py (decode
+// steps there run on a cache that has dropped pages).
+#include <gtest/gtest.h>
+
+#include "model/presets.h"
+#include "model/random_model.h"
+#include "runtime/compression_spec.h"
+#include "runtime/engine.h"
+#include "runtime/session.h"
+#include "test_util.h"
+
+namespace kvs {
+namespace {
+
+std::unique_ptr<Model> tiny_model(const std::string& shape, test::TempDir& dir) {
+  const auto& p = shape_preset(shape);
+  write_random_gguf(p.hp, synthetic_spm_vocab(p.hp.n_vocab), DType::F32, 5, shape, dir / (shape + ".gguf"));
+  return Model::load(dir / (shape + ".gguf"));
+}
+
+std::vector<int32_t> ids(int n) {
+  std::vector<int32_t> v(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) v[static_cast<size_t>(i)] = 3 + (i * 37) % 300;
+  return v;
+}
+
+TEST(SlidingWindowCache, LocalLayersHoldTheirWindowWhateverTheContext) {
+  test::TempDir dir("swa_cache");
+  auto m = tiny_model("tiny-gemma2", dir);  // window 48 on layers 0 and 2; layers 1 and 3 global
+  const HParams& hp = m->hp;
+  ASSERT_EQ(hp.n_swa, 48);
+  EngineParams ep;
+  ep.n_batch = 40;
+  ep.page_tokens = 16;
+  Engine e(*m, ep);
+  auto c = e.new_cache();
+  const std::vector<int32_t> prompt = ids(700);
+  for (size_t b = 0; b < prompt.size(); b += 40)
+    e.forward(*c, std::span<const int32_t>(prompt).subspan(b, std::min<size_t>(40, prompt.size() - b)), Logits::None);
+  // Bound: the window (48) + one chunk (40) + one page (16), in whole pages.
+  const int32_t bound = (48 + 40 + 16 + 15) / 16 * 16;
+  for (int il = 0; il < hp.n_layer; ++il)
+    for (int kvh = 0; kvh < hp.n_head_kv; ++kvh) {
+      const HeadCache& h = c->head(il, kvh);
+      if (hp.layer_slides(il)) {
+        EXPECT_LE(h.len(), bound) << "layer " << il;
+        // Every key a next query (position 700) can see is still there: positions 653..699.
+        ASSERT_GT(h.len(), 0);
+        EXPECT_LE(h.pos.front(), 700 - 48 + 1) << "layer " << il;
+        EXPECT_EQ(h.pos.back(), 699);
+        EXPECT_EQ(h.slid, 700 - h.len());
+      } else {
+        EXPECT_EQ(h.len(), 700) << "layer " << il;
+        EXPECT_EQ(h.slid, 0);
+      }
+    }
+  // Decoding 200 more tokens one at a time keeps the local layers within the bound.
+  const size_t held_before = c->bytes_held();
+  for (int t = 0; t < 200; ++t) {
+    const int32_t tok = 5 + t % 100;
+    e.forward(*c, std::span<const int32_t>(&tok, 1), Logits::Last);
+  }
+  for (int il = 0; il < hp.n_layer; ++il) {
+    if (!hp.layer_slides(il)) continue;
+    EXPECT_LE(c->len(il, 0), (48 + 1 + 16 + 15) / 16 * 16) << "layer " << il;
+    EXPECT_EQ(c->head(il, 0).pos.back(), 899);
+  }
+  // Bytes grew by the global layers' 200 tokens only (whole pages), not the local layers'.
+  EXPECT_LE(c->bytes_held(), held_before + static_cast<size_t>((200 + 15) / 16 + 1) * 2 * hp.n_head_kv * c->layout().page_bytes());
+}
+
+TEST(SlidingWindowCache, PressesCompressTheGlobalLayersOnly) {
+  test::TempDir dir("swa_press");
+  auto m = tiny_model("tiny-gemma2", dir);
+  EngineParams ep;
+  ep.page_tokens = 16;
+  Engine e(*m, ep);
+  SpecArgs a;
+  a.press = "snapkv";
+  a.keep = 0.25;
+  const CompressionSpec spec = make_compression_spec(a);
+  CompressedContext full(e, make_compression_spec(SpecArgs{})), comp(e, spec);
+  const std::vector<int32_t> ctx = ids(400);
+  full.prefill(ctx, spec.press.needs());  // collects what snapkv needs, for compress_from below
+  comp.prefill(ctx);
+  for (int il = 0; il < m->hp.n_layer; ++il)
+    for (int kvh = 0; kvh < m->hp.n_head_kv; ++kvh) {
+      if (m->hp.layer_slides(il)) {  // as the window left them, identical to the uncompressed context's
+        EXPECT_EQ(comp.cache().head(il, kvh).pos, full.cache().head(il, kvh).pos) << "layer " << il;
+        EXPECT_LT(comp.cache().len(il, kvh), 400);
+      } else {  // keep 0.25 of the global layers' 400 tokens: the budget is spent there
+        EXPECT_EQ(full.cache().len(il, kvh), 400);
+        EXPECT_EQ(comp.cache().len(il, kvh), 100) << "layer " << il;
+      }
+    }
+  // Answers run from the compressed context, and the uncompressed one still compresses from it.
+  AnswerOptions ao;
+  ao.max_new_tokens = 3;
+  ao.stop_at_eog = false;
+  EXPECT_EQ(comp.ask(ids(5), ao).tokens.size(), 3u);
+  CompressedContext again(e, make_compression_spec(a));
+  again.compress_from(full);
+  EXPECT_EQ(again.cache().total_slots(), comp.cache().total_slots());
+}
+
+TEST(SlidingWindowCache, AModelWhoseEveryLayerSlidesIsStillCompressed) {
+  test::TempDir dir("swa_phi3");
+  HParams hp = shape_preset("tiny-phi3").hp;
+  hp.n_swa = 64;
+  write_random_gguf(hp, synthetic_spm_vocab(hp.n_vocab), DType::F32, 5, "phi", dir / "phi.gguf");
+  auto m = Model::load(dir / "phi.gguf");
+  EngineParams ep;
+  ep.page_tokens = 16;
+  ep.n_batch = 32;
+  Engine e(*m, ep);
+  for (const char* press : {"snapkv", "compactor", "kvzip", "h2o"}) {
+    SCOPED_TRACE(press);
+    SpecArgs a;
+    a.press = press;
+    a.keep = 0.5;
+    CompressedContext c(e, make_compression_spec(a));
+    c.prefill(ids(300));  // past the window: every layer has dropped pages (statistics follow)
+    for (int il = 0; il < hp.n_layer; ++il) {
+      EXPECT_GT(c.cache().head(il, 0).slid, 0);
+      EXPECT_LE(c.cache().len(il, 0), 64);  // the press kept about half of what the window left
+    }
+    AnswerOptions ao;
+    ao.max_new_tokens = 2;
+    ao.stop_at_eog = false;
+    EXPECT_EQ(c.ask(ids(4), ao).tokens.size(), 2u);
+  }
+}
+
+}  // namespace
+}  // namespace kvs
