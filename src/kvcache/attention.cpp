@@ -256,7 +256,8 @@ void attention_prefill(const KvCache& c, int layer, const AttnShape& s, const fl
           softcap_row(row, nk, s);
           if (needs_mask) {
             const int32_t qp = qpos[t0 + i];
-            for (int32_t j = 0; j < nk; ++j) {
+            // Without a window only keys past kfull can be hidden (the causal diagonal).
+            for (int32_t j = window > 0 ? 0 : std::max<int32_t>(0, kfull - k0); j < nk; ++j) {
               const int32_t kp = h.pos[static_cast<size_t>(w0 + k0 + j)];
               if (kp > qp || (window > 0 && kp <= qp - window)) row[j] = kNegInf;
             }

@@ -1,6 +1,7 @@
 // Every press compresses and answers on every architecture the engine runs (issue 26): a random
 // model of each family's tiny shape — llama; qwen2 (Q/K/V biases); qwen3 (per-head Q/K RMSNorm,
-// head_dim 32 != width 64 / 4 heads); phi3 (fused Q/K/V and gate/up, a 1,000-token window) — 300 context tokens, keep 0.5 (presses that choose their own
+// head_dim 32 != width 64 / 4 heads); phi3 (fused Q/K/V and gate/up, a 1,000-token window); gemma2 (post-norms,
+// GeGLU, soft-caps, a 48-token window on layers 0 and 2, so the local layers drop pages) — 300 context tokens, keep 0.5 (presses that choose their own
 // budget choose it), then a 4-token answer. UNComp gets its real calibration (head and layer
 // groups from wikitext-2 in ../shared) first, as a user runs `kvshrink calibrate --press uncomp`.
 #include <gtest/gtest.h>
