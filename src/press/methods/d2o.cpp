@@ -73,8 +73,24 @@ std::vector<double> d2o_layer_F(const StatsCollector& stats, math::D2oDensity de
 
 namespace {
 
+// Eq. 5's α over the layers a press may compress: a sliding-window layer beside global ones
+// (AttnShape::press_skips: Gemma 2's even layers) holds its window, collects no attention
+// statistics and takes no share — α 0 — and softmax(-F) and its factor L run over the other layers
+// (the paper and the official code have only global layers; this is our reading for mixed models).
+std::vector<double> layer_alpha(const std::vector<double>& F, double rho, const AttnShape& shape) {
+  std::vector<double> Fg;
+  std::vector<size_t> idx;
+  for (size_t layer = 0; layer < F.size(); ++layer)
+    if (!shape.press_skips(static_cast<int>(layer))) Fg.push_back(F[layer]), idx.push_back(layer);
+  const std::vector<double> ag = math::d2o_alpha(Fg, rho);
+  std::vector<double> a(F.size(), 0.0);
+  for (size_t i = 0; i < idx.size(); ++i) a[idx[i]] = ag[i];
+  return a;
+}
+
 // layers=official (D2oLayers::Official): the official code's fixed per-layer token counts.
-Allocation allocate_official(const KvCache& c, const CompressRequest& req, const std::vector<double>& F, PressState* state) {
+Allocation allocate_official(const KvCache& c, const CompressRequest& req, const std::vector<double>& F, PressState* state,
+                             const AttnShape& shape) {
   const KvLayout& l = c.layout();
   const int L = l.n_layer, H = l.n_head_kv, n = l.n_heads_total();
   std::vector<double> fixed;
@@ -93,7 +109,7 @@ Allocation allocate_official(const KvCache& c, const CompressRequest& req, const
     const int64_t total = req.max_tokens > 0 ? static_cast<int64_t>(req.max_tokens) * n
                                              : std::llround(*req.keep * static_cast<double>(held));
     const double rho = held > 0 ? std::min(1.0, static_cast<double>(total) / static_cast<double>(held)) : 1.0;
-    const std::vector<double> alpha = math::d2o_alpha(F, rho);  // softmax(-F) L ρ
+    const std::vector<double> alpha = layer_alpha(F, rho, shape);  // softmax(-F) L ρ
     fixed.assign(static_cast<size_t>(L), -1.0);
     for (int layer = 0; layer < L; ++layer) {
       if (layer == 0 || layer == 1 || layer == L - 1) continue;
@@ -140,14 +156,14 @@ Allocation D2oAllocator::allocate(const Scores&, const PressEnv& env) const {
     F = d2o_layer_F(*env.stats, density_);
     if (env.state) env.state->values[kD2oLayerF] = F;
   }
-  if (layers_ == D2oLayers::Official) return allocate_official(c, req, F, env.state);
+  if (layers_ == D2oLayers::Official) return allocate_official(c, req, F, env.state, env.shape);
   // Eq. 5: S_l = α_l S per head, α_l ∝ softmax(-F)_l (d2o_alpha with ρ = 1 is softmax x L; the
   // total below carries ρ). Apportioned per head (every head of layer l weighs softmax(-F)_l), so
   // the heads of a layer get equal budgets up to one token. Each head is capped only at what it
   // holds: a layer below its share keeps everything (and grows toward it with the next tokens),
   // what it cannot take yet goes to the others in proportion to their α, so the total is always
   // the request's and, once every layer has reached its share, the sizes are Eq. 5's.
-  const std::vector<double> alpha = math::d2o_alpha(F, 1.0);
+  const std::vector<double> alpha = layer_alpha(F, 1.0, env.shape);
   std::vector<double> w(static_cast<size_t>(n));
   std::vector<int64_t> cap(static_cast<size_t>(n));
   int64_t held = 0;
