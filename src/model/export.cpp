@@ -128,11 +128,11 @@ struct NamedWeight {
 
 std::vector<NamedWeight> weight_list(const Model& m) {
   std::vector<NamedWeight> w;
+  const float na = m.hp.gemma_block ? -1.0f : 0.0f;  // norms: GGUF / in memory 1 + w, HF w (model.cpp norm_f32)
   w.push_back({"token_embd.weight", "model.embed_tokens.weight", &m.tok_embd, true, 0});
   for (int i = 0; i < m.hp.n_layer; ++i) {
     const auto& l = m.layers[static_cast<size_t>(i)];
     const std::string g = "blk." + std::to_string(i) + ".", h = "model.layers." + std::to_string(i) + ".";
-    const float na = m.hp.gemma_block ? -1.0f : 0.0f;  // GGUF / in memory 1 + w, HF w (model.cpp norm_f32)
     w.push_back({g + "attn_norm.weight", h + "input_layernorm.weight", &l.attn_norm, false, 0, na});
     if (l.wqkv.valid()) {  // Phi-3: written fused as read (rotate-half: no Q/K row permutation)
       w.push_back({g + "attn_qkv.weight", h + "self_attn.qkv_proj.weight", &l.wqkv, true, 0});
@@ -167,7 +167,7 @@ std::vector<NamedWeight> weight_list(const Model& m) {
     if (m.hp.gemma_block)
       w.push_back({g + "post_ffw_norm.weight", h + "post_feedforward_layernorm.weight", &l.post_ffn_norm, false, 0, na});
   }
-  w.push_back({"output_norm.weight", "model.norm.weight", &m.output_norm, false, 0, m.hp.gemma_block ? -1.0f : 0.0f});
+  w.push_back({"output_norm.weight", "model.norm.weight", &m.output_norm, false, 0, na});
   if (!m.hp.tied_embeddings) w.push_back({"output.weight", "lm_head.weight", &m.output, true, 0});
   return w;
 }
@@ -333,7 +333,6 @@ void export_hf(const Model& m, const std::string& dir, DType type, const std::st
   };
   if (hp.arch == Arch::Qwen3) cfg["attention_bias"] = false;
   if (hp.arch == Arch::Gemma2) {
-    cfg.erase("hidden_act");
     cfg["hidden_activation"] = "gelu_pytorch_tanh";
     cfg["hidden_act"] = "gelu_pytorch_tanh";
     cfg["attention_bias"] = false;

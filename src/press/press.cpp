@@ -118,9 +118,11 @@ CompressResult compress(KvCache& cache, StatsCollector* stats, const Press& pres
   struct LocalHeads {
     KvCache& c;
     std::vector<std::pair<int, HeadCache>> held;  // (head index, head)
-    ~LocalHeads() {
+    void restore() {
       for (auto& [i, h] : held) c.put_head(i / c.layout().n_head_kv, i % c.layout().n_head_kv, std::move(h));
+      held.clear();
     }
+    ~LocalHeads() { restore(); }  // also when a step below throws
   } local{cache, {}};
   for (int layer = 0; layer < l.n_layer; ++layer) {
     if (!shape.press_skips(layer)) continue;
@@ -150,8 +152,7 @@ CompressResult compress(KvCache& cache, StatsCollector* stats, const Press& pres
          cache.pages_needed_for_edit(edit));
   if (extras.state) *extras.state = std::move(state_after);
   if (stats) stats->apply_edit(edit);
-  for (auto& [i, h] : local.held) cache.put_head(i / l.n_head_kv, i % l.n_head_kv, std::move(h));
-  local.held.clear();
+  local.restore();
   r.apply_seconds = ta.seconds();
   r.slots_after = cache.total_slots();
   r.bytes_after = cache.bytes_held();

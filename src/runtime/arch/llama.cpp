@@ -159,20 +159,19 @@ void attention_block(const Runtime& rt, Activations& a, std::span<Segment> segs,
                      hp.rms_eps);
   });
   qkv(rt, L, a, n, keep_pre);
-  const AttnShape& shape = rt.shape;  // soft-capping and the layer's window (if local) included
   for (const Segment& sg : segs) {
     const size_t r0 = static_cast<size_t>(sg.first);
     float* q = a.q.data() + r0 * H * D;
     const int32_t* sp = a.pos.data() + r0;
     if (!sg.cache->append(il, sg.n, a.k.data() + r0 * Hkv * D, a.v.data() + r0 * Hkv * D, sp))
       fail("KV cache memory cap reached while appending layer {}", il);
-    attention(*sg.cache, il, shape, q, sp, sg.n, a.att.data() + r0 * H * D, a.lse.data() + r0 * H, rt.pool, rt.attn);
+    attention(*sg.cache, il, rt.shape, q, sp, sg.n, a.att.data() + r0 * H * D, a.lse.data() + r0 * H, rt.pool, rt.attn);
     if (sg.observer) {
       LayerView v;
       v.layer = il;
       v.n_tok = sg.n;
       v.pos = sp;
-      v.shape = &shape;
+      v.shape = &rt.shape;
       v.hidden = a.x.data() + r0 * E;
       v.attn_in = a.xn.data() + r0 * E;  // attn_norm(x), overwritten only after the observers ran
       v.q = q;
@@ -185,7 +184,7 @@ void attention_block(const Runtime& rt, Activations& a, std::span<Segment> segs,
     // A local (sliding-window) layer: the next query (position > this chunk's last, p) sees keys
     // at positions >= p + 2 - window; the pages wholly before that are freed (memory bounded by
     // the window plus the pages in use, whatever the context).
-    if (const int32_t w = shape.window(il); w > 0) sg.cache->drop_pages_before(il, sp[sg.n - 1] + 2 - w);
+    if (const int32_t w = rt.shape.window(il); w > 0) sg.cache->drop_pages_before(il, sp[sg.n - 1] + 2 - w);
   }
 }
 
