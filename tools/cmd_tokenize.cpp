@@ -2,8 +2,10 @@
 // ids -> text. Both need only the tokenizer: a GGUF file or a Hugging Face directory with
 // tokenizer.json / tokenizer.model (no config.json or weights needed).
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <cctype>
+#include <fstream>
 #include <iostream>
 #include <iterator>
 
@@ -16,11 +18,41 @@ namespace kvs::cli {
 namespace {
 
 struct TokenizeOptions {
-  std::string model, text, file;
+  std::string model, text, file, jsonl;
   bool no_bos = false, parse_special = false, ids_only = false;
 };
 
+// Many texts with one load of the tokenizer: each input line a JSON object with "text"; each
+// output line {"ids": [...], "decoded": decode(ids), "decoded_skip_special": decode(ids, skip)}.
+// Used to compare with a reference tokenizer on a whole string set (tests/model/tokenizer_js).
+void run_tokenize_jsonl(const TokenizeOptions& o) {
+  std::ifstream in(o.jsonl, std::ios::binary);
+  if (!in) fail("{}: cannot open", o.jsonl);
+  const auto tok = load_tokenizer(o.model);
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (line.empty()) continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception& e) {
+      fail("{}:{}: invalid JSON: {}", o.jsonl, n, e.what());
+    }
+    if (!j.is_object() || !j.contains("text") || !j["text"].is_string())
+      fail("{}:{}: expected an object with a string \"text\"", o.jsonl, n);
+    const auto ids = tok->encode(j["text"].get<std::string>(), !o.no_bos, o.parse_special);
+    const nlohmann::json out = {{"ids", ids},
+                                {"decoded", tok->decode(ids, false)},
+                                {"decoded_skip_special", tok->decode(ids, true)}};
+    fmt::print("{}\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  }
+}
+
 void run_tokenize(const TokenizeOptions& o) {
+  if (!o.jsonl.empty()) {
+    if (!o.text.empty() || !o.file.empty()) fail("--jsonl reads its own texts: give no -p or -f with it");
+    return run_tokenize_jsonl(o);
+  }
   std::string text = o.text;
   if (!o.file.empty()) text = read_file(o.file);
   const auto tok = load_tokenizer(o.model);
@@ -70,6 +102,10 @@ void register_tokenize(CLI::App& app) {
   cmd->add_flag("--no-bos", o->no_bos, "do not add BOS/EOS");
   cmd->add_flag("--parse-special", o->parse_special, "turn special-token text into special tokens");
   cmd->add_flag("--ids", o->ids_only, "print only the id list");
+  cmd->add_option("--jsonl", o->jsonl,
+                  "tokenize every line of FILE ({\"text\": ...}); print one JSON line each: ids, decoded, "
+                  "decoded_skip_special")
+      ->check(CLI::ExistingFile);
   cmd->callback([o] { run_tokenize(*o); });
 
   auto d = std::make_shared<DetokenizeOptions>();

@@ -67,8 +67,10 @@ struct MeasuringProbe : ModelProbe {
   void project_attn_input_queries(int l, const float* x, int n, const float* cs, bool shared, float* out) override {
     inner.project_attn_input_queries(l, x, n, cs, shared, out);
   }
-  std::vector<float> rope_table(std::span<const int32_t> pos) const override { return inner.rope_table(pos); }
-  std::vector<float> rope_table_mean(int32_t f, int32_t c) const override { return inner.rope_table_mean(f, c); }
+  std::vector<float> rope_table(int l, std::span<const int32_t> pos) const override { return inner.rope_table(l, pos); }
+  std::vector<float> rope_table_mean(int l, int32_t f, int32_t c) const override {
+    return inner.rope_table_mean(l, f, c);
+  }
   void probe_forward(const KvCache& c, std::span<const int32_t> t, LayerObserver& o) override {
     PoolSampler s(o, pool);
     inner.probe_forward(c, t, s);

@@ -60,11 +60,20 @@ void write_hparams_gguf(GgufWriter& w, const HParams& hp, const std::string& nam
   w.set_f32(a + ".rope.freq_base", hp.rope_theta);
   w.set_f32(a + ".attention.layer_norm_rms_epsilon", hp.rms_eps);
   w.set_u32(a + ".vocab_size", static_cast<uint32_t>(hp.n_vocab));
-  if (hp.arch == Arch::Phi3 || hp.arch == Arch::Gemma2)
+  if (hp.arch == Arch::Phi3 || hp.gemma_block)
     w.set_u32(a + ".attention.sliding_window", static_cast<uint32_t>(hp.n_swa));
   if (hp.arch == Arch::Gemma2) {
     w.set_f32(a + ".attn_logit_softcapping", hp.attn_softcap);
     w.set_f32(a + ".final_logit_softcapping", hp.final_softcap);
+  }
+  if (hp.arch == Arch::Gemma3) {
+    // llama.cpp's gemma3 loader hardcodes the 5:1 pattern and the local base 10,000 and reads no
+    // soft-capping; these keys (read back by load_gguf.cpp, ignored by llama.cpp) carry a model
+    // that departs from those values, and are omitted where it does not.
+    if (hp.rope_theta_swa != 10000.0f) w.set_f32(a + ".rope.freq_base_swa", hp.rope_theta_swa);
+    if (hp.swa_period != 6) w.set_u32(a + ".attention.sliding_window_pattern", static_cast<uint32_t>(hp.swa_period));
+    if (hp.attn_softcap > 0) w.set_f32(a + ".attn_logit_softcapping", hp.attn_softcap);
+    if (hp.final_softcap > 0) w.set_f32(a + ".final_logit_softcapping", hp.final_softcap);
   }
   if (hp.rope_scaling.type == "linear") {
     w.set_str(a + ".rope.scaling.type", "linear");
@@ -147,8 +156,8 @@ std::vector<NamedWeight> weight_list(const Model& m) {
       w.push_back({g + "attn_v.bias", h + "self_attn.v_proj.bias", &l.bv, false, 0});
     }
     if (l.q_norm.valid()) {
-      w.push_back({g + "attn_q_norm.weight", h + "self_attn.q_norm.weight", &l.q_norm, false, 0});
-      w.push_back({g + "attn_k_norm.weight", h + "self_attn.k_norm.weight", &l.k_norm, false, 0});
+      w.push_back({g + "attn_q_norm.weight", h + "self_attn.q_norm.weight", &l.q_norm, false, 0, na});
+      w.push_back({g + "attn_k_norm.weight", h + "self_attn.k_norm.weight", &l.k_norm, false, 0, na});
     }
     w.push_back({g + "attn_output.weight", h + "self_attn.o_proj.weight", &l.wo, true, 0});
     if (m.hp.gemma_block) {
@@ -332,7 +341,7 @@ void export_hf(const Model& m, const std::string& dir, DType type, const std::st
       {"pad_token_id", id_or_null(v.pad)},
   };
   if (hp.arch == Arch::Qwen3) cfg["attention_bias"] = false;
-  if (hp.arch == Arch::Gemma2) {
+  if (hp.gemma_block) {
     cfg["hidden_activation"] = "gelu_pytorch_tanh";
     cfg["hidden_act"] = "gelu_pytorch_tanh";
     cfg["attention_bias"] = false;
@@ -342,6 +351,10 @@ void export_hf(const Model& m, const std::string& dir, DType type, const std::st
     // query_pre_attn_scalar = scale^-2, rounded back to the integer every Gemma 2 config holds.
     const double qpas = 1.0 / (static_cast<double>(hp.attn_scale()) * hp.attn_scale());
     cfg["query_pre_attn_scalar"] = std::abs(qpas - std::round(qpas)) < 1e-3 * qpas ? json(std::lround(qpas)) : json(qpas);
+  }
+  if (hp.arch == Arch::Gemma3) {  // Gemma3TextConfig's names
+    cfg["sliding_window_pattern"] = hp.swa_period;
+    cfg["rope_local_base_freq"] = hp.rope_theta_swa;
   }
   if (hp.arch == Arch::Phi3) {
     cfg["sliding_window"] = hp.n_swa > 0 ? json(hp.n_swa) : json(nullptr);

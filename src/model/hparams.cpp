@@ -14,11 +14,13 @@ const char* gguf_arch_name(Arch a) {
     case Arch::Qwen3: return "qwen3";
     case Arch::Phi3: return "phi3";
     case Arch::Gemma2: return "gemma2";
+    case Arch::Gemma3: return "gemma3";
     default: return "llama";
   }
 }
 
-const char* hf_model_type(Arch a) { return gguf_arch_name(a); }
+// transformers registers the text-only Gemma 3 as "gemma3_text" ("gemma3" is the multimodal model).
+const char* hf_model_type(Arch a) { return a == Arch::Gemma3 ? "gemma3_text" : gguf_arch_name(a); }
 
 const char* hf_architecture(Arch a) {
   switch (a) {
@@ -26,6 +28,7 @@ const char* hf_architecture(Arch a) {
     case Arch::Qwen3: return "Qwen3ForCausalLM";
     case Arch::Phi3: return "Phi3ForCausalLM";
     case Arch::Gemma2: return "Gemma2ForCausalLM";
+    case Arch::Gemma3: return "Gemma3ForCausalLM";
     default: return "LlamaForCausalLM";
   }
 }
@@ -52,6 +55,8 @@ void HParams::validate(const std::string& src) const {
   if (swa_period < 0) fail("{}: sliding-window layer period {} must be >= 0", src, swa_period);
   if (!(std::isfinite(attn_softcap) && attn_softcap >= 0) || !(std::isfinite(final_softcap) && final_softcap >= 0))
     fail("{}: soft-capping values ({} attention, {} final) must be finite and >= 0", src, attn_softcap, final_softcap);
+  if (!(std::isfinite(rope_theta_swa) && rope_theta_swa >= 0))
+    fail("{}: local-layer rope theta {} must be finite and >= 0", src, rope_theta_swa);
   if (!(std::isfinite(query_scale) && query_scale >= 0)) fail("{}: query scale {} must be finite and >= 0", src, query_scale);
   if (n_layer > 1024 || n_head > 1024 || head_dim > 1024 || n_embd > 65536 || n_ff > (1 << 20) || n_vocab > (1 << 24) ||
       n_ctx_train > (1 << 24))
@@ -77,6 +82,7 @@ std::string HParams::summary() const {
       n_swa > 0 ? fmt::format(", sliding window {}", n_swa) : "") +
          // Gemma's fields only where set: the summary enters the fingerprint of every other model.
          (swa_period > 0 ? fmt::format(", every {}-th layer global", swa_period) : "") +
+         (rope_theta_swa > 0 ? fmt::format(", local rope theta {}", rope_theta_swa) : "") +
          (attn_softcap > 0 ? fmt::format(", attention soft-cap {}", attn_softcap) : "") +
          (final_softcap > 0 ? fmt::format(", final soft-cap {}", final_softcap) : "") +
          (query_scale > 0 ? fmt::format(", query scale {}", query_scale) : "") + (gemma_block ? ", gemma block" : "");

@@ -81,9 +81,19 @@ void load_gguf(Model& m, const std::string& path) {
     hp.rope_style = kernels::RopeStyle::RotateHalf;
     hp.gemma_block = true;
     hp.swa_period = 2;  // "(il % 2) layers use SWA": even layers local
+  } else if (arch == "gemma3") {
+    // llama.cpp's gemma3 (build_gemma3_iswa): Gemma 2's block without soft-capping, per-head
+    // attn_q_norm / attn_k_norm (stored as 1 + w, as every Gemma norm) before RoPE, five local
+    // layers for each global one, local layers rotated with base 10,000 and no scaling.
+    hp.arch = Arch::Gemma3;
+    hp.rope_style = kernels::RopeStyle::RotateHalf;
+    hp.gemma_block = true;
+    hp.qk_norm = true;
+    hp.swa_period = 6;  // llama.cpp: set_swa_pattern(6), layer il global iff (il + 1) % 6 == 0
   } else {
-    fail("{}: unsupported architecture '{}' (general.architecture); supported: llama, qwen2, qwen3, phi3, gemma2", path,
-         arch);
+    fail("{}: unsupported architecture '{}' (general.architecture); supported: llama, qwen2, qwen3, phi3, gemma2, "
+         "gemma3",
+         path, arch);
   }
   m.name = g.get_str_opt("general.name").value_or(arch);
   auto key = [&](const char* k) { return arch + "." + k; };
@@ -147,6 +157,32 @@ void load_gguf(Model& m, const std::string& path) {
     // gemma_pytorch does (query_pre_attn_scalar 144 = 4,608 / 32 there).
     const int qpas = hp.n_layer == 46 ? hp.n_embd / hp.n_head : hp.head_dim;
     hp.query_scale = 1.0f / std::sqrt(static_cast<float>(qpas));
+  }
+
+  if (hp.arch == Arch::Gemma3) {
+    // llama.cpp requires the window (no default) and reads no soft-capping for gemma3. The local
+    // layers' RoPE base is 10,000 unless the file carries gemma3.rope.freq_base_swa (later
+    // llama.cpp converters write it); the global layers' base and linear scaling are the
+    // rope.freq_base / rope.scaling keys read above.
+    hp.n_swa = static_cast<int>(g.get_int(key("attention.sliding_window")));
+    if (hp.n_swa <= 0 || hp.n_swa > (1 << 24))
+      fail("{}: {} = {} out of range", path, key("attention.sliding_window"), hp.n_swa);
+    if (auto pat = g.get_int_opt(key("attention.sliding_window_pattern"))) {
+      if (*pat < 1 || *pat > 1024) fail("{}: {} = {} out of range", path, key("attention.sliding_window_pattern"), *pat);
+      hp.swa_period = static_cast<int>(*pat);
+    }
+    const double base_swa = g.get_float_opt(key("rope.freq_base_swa")).value_or(10000.0);
+    if (!(base_swa > 0 && base_swa < 1e12)) fail("{}: {} = {} out of range", path, key("rope.freq_base_swa"), base_swa);
+    hp.rope_theta_swa = static_cast<float>(base_swa);
+    // Attention scale: llama.cpp's gemma3 rule, 1/sqrt(n_embd / n_head) for the 27B (62 layers),
+    // 1/sqrt(head_dim) otherwise (query_pre_attn_scalar 168 = 5,376 / 32 there, 256 = head_dim elsewhere).
+    const int qpas = hp.n_layer == 62 ? hp.n_embd / hp.n_head : hp.head_dim;
+    hp.query_scale = 1.0f / std::sqrt(static_cast<float>(qpas));
+    for (const char* k : {"attn_logit_softcapping", "final_logit_softcapping"}) {  // written by kvshrink only
+      const double v = g.get_float_opt(key(k)).value_or(0.0);
+      if (!(v >= 0 && v <= 1e6)) fail("{}: {} = {} out of range (0..1e6)", path, key(k), v);
+      (k[0] == 'a' ? hp.attn_softcap : hp.final_softcap) = static_cast<float>(v);
+    }
   }
 
   m.tok_embd = find_tensor(g, "token_embd.weight", true);

@@ -122,6 +122,11 @@ HParams hparams_from_hf_config(const std::string& cfg_path) {
     if (an == "Qwen3ForCausalLM") arch = "qwen3";
     if (an == "Phi3ForCausalLM") arch = "phi3";
     if (an == "Gemma2ForCausalLM") arch = "gemma2";
+    if (an == "Gemma3ForCausalLM") arch = "gemma3_text";
+    if (an == "Gemma3ForConditionalGeneration")
+      fail("{}: Gemma3ForConditionalGeneration (the multimodal Gemma 3) is not supported; the text-only "
+           "Gemma3ForCausalLM (model_type gemma3_text, e.g. gemma-3-1b-it) is",
+           cfg_path);
   }
   if (arch == "llama" || arch == "mistral") {
     hp.arch = Arch::Llama;
@@ -170,27 +175,57 @@ HParams hparams_from_hf_config(const std::string& cfg_path) {
     };
     hp.attn_softcap = cap("attn_logit_softcapping", 50.0);
     hp.final_softcap = cap("final_logit_softcapping", 30.0);
-    if (const json* lt = c.get("layer_types"); lt && !lt->is_null()) {  // newer transformers spell the pattern out
-      if (!lt->is_array()) fail("{}: 'layer_types' must be a list", cfg_path);
-      for (size_t i = 0; i < lt->size(); ++i) {
-        const json& t = (*lt)[i];
-        const bool local = t.is_string() && t.get<std::string>() == "sliding_attention";
-        const bool global = t.is_string() && t.get<std::string>() == "full_attention";
-        if ((!local && !global) || local != (i % 2 == 0))
-          fail("{}: layer_types[{}] = {}: only Gemma 2's pattern (sliding_attention on even layers, "
-               "full_attention on odd ones) is supported",
-               cfg_path, i, t.dump());
-      }
-    }
+  } else if (arch == "gemma3_text") {
+    // transformers' Gemma3 text model (modeling_gemma3.py, Gemma3ForCausalLM): Gemma 2's block
+    // (embedding scale, four norms, GeGLU) with q_norm / k_norm (Gemma3RMSNorm, 1 + w, over
+    // head_dim) before RoPE, no soft-capping by default, a sliding window on all layers but each
+    // sliding_window_pattern-th (is_sliding = (layer_idx + 1) % pattern != 0), and two rotary
+    // tables: rotary_emb (rope_theta with rope_scaling) for the global layers, rotary_emb_local
+    // (rope_local_base_freq, unscaled) for the local ones.
+    hp.arch = Arch::Gemma3;
+    hp.arch_name = "gemma3";
+    hp.gemma_block = true;
+    hp.qk_norm = true;
+    if (c.bool_opt("attention_bias", false)) fail("{}: attention_bias = true is not supported for gemma3 models", cfg_path);
+    hp.n_swa = c.int_opt_in("sliding_window", 4096, 1, kMaxCtxTrain);
+    hp.swa_period = c.int_opt_in("sliding_window_pattern", 6, 1, 1024);
+    hp.rope_theta_swa = static_cast<float>(c.num_opt_in("rope_local_base_freq", 10000.0, 1e-6, 1e12));
+    auto cap = [&](const char* k) {
+      const json* v = c.get(k);
+      if (!v || v->is_null()) return 0.0f;  // Gemma3TextConfig's defaults: None
+      return static_cast<float>(c.num_opt_in(k, 0.0, 0.0, 1e6));
+    };
+    hp.attn_softcap = cap("attn_logit_softcapping");
+    hp.final_softcap = cap("final_logit_softcapping");
+  } else if (arch == "gemma3") {
+    fail("{}: model_type 'gemma3' is the multimodal Gemma 3, which is not supported; the text-only "
+         "Gemma3ForCausalLM (model_type gemma3_text) is",
+         cfg_path);
   } else {
-    fail("{}: unsupported model_type '{}' (supported: llama, mistral, qwen2, qwen3, phi3, gemma2)", cfg_path, arch);
+    fail("{}: unsupported model_type '{}' (supported: llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text)", cfg_path,
+         arch);
+  }
+  // Newer transformers spell the local/global pattern out per layer (Gemma 2 and 3): it must be
+  // the periodic one the model type implies.
+  if (const json* lt = c.get("layer_types"); hp.gemma_block && lt && !lt->is_null()) {
+    if (!lt->is_array()) fail("{}: 'layer_types' must be a list", cfg_path);
+    for (size_t i = 0; i < lt->size(); ++i) {
+      const json& t = (*lt)[i];
+      const bool local = t.is_string() && t.get<std::string>() == "sliding_attention";
+      const bool global = t.is_string() && t.get<std::string>() == "full_attention";
+      const bool want_local = (i + 1) % static_cast<size_t>(hp.swa_period) != 0;
+      if ((!local && !global) || local != want_local)
+        fail("{}: layer_types[{}] = {}: only the {} pattern (full_attention on every {}-th layer, "
+             "sliding_attention elsewhere) is supported",
+             cfg_path, i, t.dump(), hp.arch_name, hp.swa_period);
+    }
   }
   if (c.bool_opt("mlp_bias", false)) fail("{}: mlp_bias = true is not supported", cfg_path);
   if (hp.gemma_block) {
     // Gemma 2 configs name it hidden_activation (hidden_act in older ones); both mean the GeGLU gate.
     const std::string act = c.str_opt("hidden_activation", c.str_opt("hidden_act", "gelu_pytorch_tanh"));
     if (act != "gelu_pytorch_tanh" && act != "gelu")
-      fail("{}: hidden_activation '{}' is not supported for gemma2 (expected gelu_pytorch_tanh)", cfg_path, act);
+      fail("{}: hidden_activation '{}' is not supported for {} (expected gelu_pytorch_tanh)", cfg_path, act, hp.arch_name);
   } else {
     const std::string act = c.str_opt("hidden_act", "silu");
     if (act != "silu") fail("{}: hidden_act '{}' is not supported (expected silu)", cfg_path, act);
@@ -209,8 +244,8 @@ HParams hparams_from_hf_config(const std::string& cfg_path) {
   hp.n_ctx_train = c.int_opt_in("max_position_embeddings", 2048, 1, kMaxCtxTrain);
   hp.rms_eps = static_cast<float>(c.num_opt_in("rms_norm_eps", 1e-6, 0.0, 1.0));
   hp.rope_theta = static_cast<float>(c.num_opt_in("rope_theta", 10000.0, 0.0, 1e12));
-  hp.tied_embeddings = c.bool_opt("tie_word_embeddings", hp.arch == Arch::Gemma2);  // Gemma2Config's default: tied
-  if (hp.arch == Arch::Gemma2) {
+  hp.tied_embeddings = c.bool_opt("tie_word_embeddings", hp.gemma_block);  // Gemma 2/3 configs' default: tied
+  if (hp.gemma_block) {
     const double qpas = c.num_opt_in("query_pre_attn_scalar", hp.head_dim, 1e-6, 1e9);
     hp.query_scale = static_cast<float>(1.0 / std::sqrt(qpas));
   }

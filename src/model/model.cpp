@@ -179,9 +179,9 @@ void detail::finish_model(Model& m, const std::string& src) {
       l.bk = vector_f32(m, l.bk, KV, src);
       l.bv = vector_f32(m, l.bv, KV, src);
     }
-    if (hp.qk_norm) {
-      l.q_norm = vector_f32(m, l.q_norm, hp.head_dim, src);
-      l.k_norm = vector_f32(m, l.k_norm, hp.head_dim, src);
+    if (hp.qk_norm) {  // Gemma 3's q_norm / k_norm are Gemma norms too (1 + w)
+      l.q_norm = norm_f32(m, l.q_norm, hp.head_dim, src, norm_add);
+      l.k_norm = norm_f32(m, l.k_norm, hp.head_dim, src, norm_add);
     }
     l.ffn_norm = norm_f32(m, l.ffn_norm, E, src, norm_add);
     if (hp.gemma_block) {
@@ -193,6 +193,12 @@ void detail::finish_model(Model& m, const std::string& src) {
     check_matrix(l.ffn_down, E, hp.n_ff, src);
   }
   if (m.rope_inv_freq.empty()) m.rope_inv_freq = rope_inv_freq(m.hp);
+  if (hp.rope_theta_swa > 0) {  // Gemma 3's local layers: their own base, no scaling (rotary_emb_local)
+    HParams local = hp;
+    local.rope_theta = hp.rope_theta_swa;
+    local.rope_scaling = RopeScaling{};
+    m.rope_inv_freq_swa = rope_inv_freq(local);
+  }
 
   uint64_t h = kFnv1aInit;
   const std::string s = m.hp.summary();

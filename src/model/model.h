@@ -45,6 +45,7 @@ class Model {
   TensorView output;       // [n_vocab][n_embd] (== tok_embd when tied)
   std::vector<LayerWeights> layers;
   std::vector<float> rope_inv_freq;  // [rope_dim/2] inverse frequencies, scaling applied
+  std::vector<float> rope_inv_freq_swa;  // [rope_dim/2] the local layers' own (hp.rope_theta_swa > 0), else empty
   std::vector<float> rope_freqs;     // [rope_dim/2] a GGUF's rope_freqs.weight divisors as read (empty
                                      // otherwise): written back verbatim by convert, since recomputing
                                      // them from rope_inv_freq can be 1 ulp off

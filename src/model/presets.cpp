@@ -60,6 +60,21 @@ HParams gemma2(int vocab, int embd, int layers, int heads, int kv, int head_dim,
   return hp;
 }
 
+// Gemma 3 (text): Gemma 2's block without soft-capping, per-head Q/K norms, five local layers per
+// global one, global RoPE base 1e6 (linear scaling 8 on the 4B and larger), local base 10k.
+HParams gemma3(int vocab, int embd, int layers, int heads, int kv, int head_dim, int ff, int ctx, int window) {
+  HParams hp = make(Arch::Gemma3, vocab, embd, layers, heads, kv, ff, ctx, 1000000.f, 1e-6f, true);
+  hp.head_dim = head_dim;
+  hp.rope_dim = head_dim;
+  hp.gemma_block = true;
+  hp.qk_norm = true;
+  hp.n_swa = window;
+  hp.swa_period = 6;
+  hp.rope_theta_swa = 10000.0f;
+  hp.query_scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  return hp;
+}
+
 std::vector<ShapePreset> build() {
   std::vector<ShapePreset> v;
   v.push_back({"smollm2-135m", "SmolLM2-135M (HuggingFaceTB): 30 layers, dim 576, 9/3 heads",
@@ -74,6 +89,9 @@ std::vector<ShapePreset> build() {
                phi3(32064, 3072, 32, 32, 32, 8192, 4096, 2047)});
   v.push_back({"gemma-2-2b", "Gemma-2-2B: 26 layers, dim 2304, 8/4 heads of 256, GeGLU, soft-capping, window 4096 on even layers",
                gemma2(256000, 2304, 26, 8, 4, 256, 9216, 4096)});
+  v.push_back({"gemma-3-1b", "Gemma-3-1B: 26 layers, dim 1152, 4/1 heads of 256, Q/K norms, window 512 on 5 of 6 layers, "
+               "RoPE base 1e6 global / 10k local",
+               gemma3(262144, 1152, 26, 4, 1, 256, 6912, 32768, 512)});
   HParams l32 = make(Arch::Llama, 128256, 2048, 16, 32, 8, 8192, 131072, 500000.f, 1e-5f, true);
   l32.rope_scaling = {"llama3", 32.0f, 1.0f, 4.0f, 8192};
   v.push_back({"llama-3.2-1b", "Llama-3.2-1B: 16 layers, dim 2048, 32/8 heads, llama3 rope scaling", l32});
@@ -97,6 +115,15 @@ std::vector<ShapePreset> build() {
   v.push_back({"tiny-gemma2",
                "a tiny Gemma 2 test shape: 4 layers, dim 64, 4/2 heads of 32, window 48 on even layers, soft-caps 0.05 / 0.3",
                tg2});
+  // Six layers: five local, one global (layer 5); the 4B's linear RoPE scaling (factor 8) on the
+  // global table, so that both tables and the scaling enter the reference comparison.
+  HParams tg3 = gemma3(320, 64, 6, 4, 2, 32, 128, 2048, 48);
+  tg3.rope_scaling.type = "linear";
+  tg3.rope_scaling.factor = 8.0f;
+  v.push_back({"tiny-gemma3",
+               "a tiny Gemma 3 test shape: 6 layers (5 local, window 48), dim 64, 4/2 heads of 32, Q/K norms, "
+               "RoPE 1e6 linear x8 global / 10k local",
+               tg3});
   return v;
 }
 

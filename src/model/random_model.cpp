@@ -89,7 +89,7 @@ void write_random_gguf(const HParams& hp, VocabSpec vocab, DType type, uint64_t 
     for (const char* t : {"<|endoftext|>", "<|assistant|>", "<|system|>", "<|end|>", "<|user|>"})
       if (static_cast<int>(vocab.tokens.size()) < hp.n_vocab) append(t, 0.0f, TokenType::Control);
   // Gemma's turn markers (its chat template; <end_of_turn> ends generation).
-  if (hp.arch == Arch::Gemma2 && std::find(vocab.tokens.begin(), vocab.tokens.end(), "<start_of_turn>") == vocab.tokens.end())
+  if (hp.gemma_block && std::find(vocab.tokens.begin(), vocab.tokens.end(), "<start_of_turn>") == vocab.tokens.end())
     for (const char* t : {"<start_of_turn>", "<end_of_turn>"})
       if (static_cast<int>(vocab.tokens.size()) < hp.n_vocab) append(t, 0.0f, TokenType::Control);
   for (int i = static_cast<int>(vocab.tokens.size()); i < hp.n_vocab; ++i)

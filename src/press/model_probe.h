@@ -34,10 +34,11 @@ class ModelProbe {
   // statistics' attn-input moments): W_q (+ bias), RoPE — project_queries without attn_norm.
   virtual void project_attn_input_queries(int layer, const float* attn_in, int n, const float* rope_cs,
                                           bool rope_shared, float* out) = 0;
-  // (cos, sin) rows for positions: [pos.size()][rope_dim].
-  virtual std::vector<float> rope_table(std::span<const int32_t> pos) const = 0;
-  // (cos, sin) averaged over positions first .. first + count - 1: [rope_dim].
-  virtual std::vector<float> rope_table_mean(int32_t first, int32_t count) const = 0;
+  // (cos, sin) rows for positions as `layer` rotates (Gemma 3's local layers have their own
+  // table): [pos.size()][rope_dim].
+  virtual std::vector<float> rope_table(int layer, std::span<const int32_t> pos) const = 0;
+  // (cos, sin) of `layer`'s table averaged over positions first .. first + count - 1: [rope_dim].
+  virtual std::vector<float> rope_table_mean(int layer, int32_t first, int32_t count) const = 0;
 
   // ---- probe forwards ----------------------------------------------------------------------
   // Runs `tokens` after everything `cache` holds (positions cache.n_past() ...) on a

@@ -28,16 +28,18 @@ void EngineProbe::project_attn_input_queries(int layer, const float* attn_in, in
   engine_.project_attn_input_queries(layer, attn_in, n, rope_cs, rope_shared, out);
 }
 
-std::vector<float> EngineProbe::rope_table(std::span<const int32_t> pos) const {
+std::vector<float> EngineProbe::rope_table(int layer, std::span<const int32_t> pos) const {
+  if (layer < 0 || layer >= engine_.hp().n_layer) fail("probe: layer {} out of range", layer);
   std::vector<float> t(pos.size() * static_cast<size_t>(engine_.hp().rope_dim));
-  arch::rope_table(engine_.model(), pos.data(), static_cast<int>(pos.size()), t.data());
+  arch::rope_table(engine_.model(), layer, pos.data(), static_cast<int>(pos.size()), t.data());
   return t;
 }
 
-std::vector<float> EngineProbe::rope_table_mean(int32_t first, int32_t count) const {
+std::vector<float> EngineProbe::rope_table_mean(int layer, int32_t first, int32_t count) const {
+  if (layer < 0 || layer >= engine_.hp().n_layer) fail("probe: layer {} out of range", layer);
   if (count < 1) fail("probe: averaging RoPE over {} positions", count);
   std::vector<float> t(static_cast<size_t>(engine_.hp().rope_dim));
-  arch::rope_table_mean(engine_.model(), first, count, t.data());
+  arch::rope_table_mean(engine_.model(), layer, first, count, t.data());
   return t;
 }
 

@@ -24,8 +24,8 @@ class EngineProbe : public ModelProbe {
                        float* out) override;
   void project_attn_input_queries(int layer, const float* attn_in, int n, const float* rope_cs, bool rope_shared,
                                   float* out) override;
-  std::vector<float> rope_table(std::span<const int32_t> pos) const override;
-  std::vector<float> rope_table_mean(int32_t first, int32_t count) const override;
+  std::vector<float> rope_table(int layer, std::span<const int32_t> pos) const override;
+  std::vector<float> rope_table_mean(int layer, int32_t first, int32_t count) const override;
   void probe_forward(const KvCache& cache, std::span<const int32_t> tokens, LayerObserver& observer) override;
   void probe_forward_continue(const KvCache& cache, std::span<const int32_t> tokens, LayerObserver& observer) override;
   void end_probe_session() override;

@@ -1,7 +1,8 @@
 // Every press compresses and answers on every architecture the engine runs (issue 26): a random
 // model of each family's tiny shape — llama; qwen2 (Q/K/V biases); qwen3 (per-head Q/K RMSNorm,
 // head_dim 32 != width 64 / 4 heads); phi3 (fused Q/K/V and gate/up, a 1,000-token window); gemma2 (post-norms,
-// GeGLU, soft-caps, a 48-token window on layers 0 and 2, so the local layers drop pages) — 300 context tokens, keep 0.5 (presses that choose their own
+// GeGLU, soft-caps, a 48-token window on layers 0 and 2, so the local layers drop pages); gemma3 (Q/K norms, five
+// local layers with their own RoPE table, one global) — 300 context tokens, keep 0.5 (presses that choose their own
 // budget choose it), then a 4-token answer. UNComp gets its real calibration (head and layer
 // groups from wikitext-2 in ../shared) first, as a user runs `kvshrink calibrate --press uncomp`.
 #include <gtest/gtest.h>
@@ -31,7 +32,7 @@ TEST(EveryArchitecture, EveryPressCompressesAndAnswers) {
   test::TempDir dir("every_arch");
   ::setenv("KVSHRINK_CALIB_DIR", dir.str().c_str(), 1);
   DataStore data(test::data_dir());
-  for (const char* shape : {"tiny", "tiny-qwen2", "tiny-qwen3", "tiny-phi3", "tiny-gemma2"}) {
+  for (const char* shape : {"tiny", "tiny-qwen2", "tiny-qwen3", "tiny-phi3", "tiny-gemma2", "tiny-gemma3"}) {
     const auto& p = shape_preset(shape);
     const std::string path = dir / (std::string(shape) + ".gguf");
     write_random_gguf(p.hp, synthetic_spm_vocab(p.hp.n_vocab), DType::F32, 7, shape, path);

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""kvshrink's Qwen3 and Gemma 2 forwards against independent references (issue 26).
+"""kvshrink's Qwen3, Gemma 2 and Gemma 3 forwards against independent references (issue 26).
 
 The references below are written from transformers' published definitions in PyTorch (Debian's
 python3-torch, float64), one function per architecture, and share no code with the engine:
@@ -8,10 +8,15 @@ python3-torch, float64), one function per architecture, and share no code with t
   - gemma2 (modeling_gemma2.py): embeddings times sqrt(hidden_size), Gemma2RMSNorm (x * (1 + w)),
     attention scaled by query_pre_attn_scalar^-1/2 and soft-capped (tanh(s / c) * c), a sliding
     window on the even layers (a query sees keys less than sliding_window positions back),
-    post-attention and pre/post-feed-forward norms, GeGLU with tanh GELU, final logit soft-capping.
+    post-attention and pre/post-feed-forward norms, GeGLU with tanh GELU, final logit soft-capping;
+  - gemma3_text (modeling_gemma3.py, Gemma3ForCausalLM): Gemma 2's block with q_norm / k_norm
+    (Gemma3RMSNorm, 1 + w, over head_dim) before RoPE, soft-capping only where the config sets it,
+    a sliding window on every layer but each sliding_window_pattern-th, and two rotary tables:
+    rotary_emb (rope_theta, with rope_scaling: linear divides the frequencies by its factor) on the
+    global layers, rotary_emb_local (rope_local_base_freq, unscaled) on the local ones.
 Each reads the Hugging Face directory itself (config.json + model.safetensors, parsed here).
 
-    arch_reference.py --bin build/tools/kvshrink [--shape tiny-qwen3|tiny-gemma2|...] [--n-prompt N]
+    arch_reference.py --bin build/tools/kvshrink [--shape tiny-qwen3|tiny-gemma2|tiny-gemma3] [--n-prompt N]
                       [--stored FILE] [--write-stored]
 
 Steps: `kvshrink make-model --shape S --type f32 --seed 26` writes a random-weight GGUF (llama.cpp's
@@ -19,8 +24,9 @@ key and tensor names); `kvshrink convert` writes it as a HF directory; `kvshrink
 cache, one prefill batch, then greedy steps) runs both the GGUF and the HF directory on the same
 random ids. The reference runs the HF directory on the same ids and takes its own greedy steps.
 Checked: per position KL(reference || kvshrink), the largest |logit difference| relative to the
-logits' spread, top-1 agreement, and the greedy tokens identical. On tiny-gemma2 (window 48) the
-96 prompt ids run past the window, so the local layers' masks are exercised, in prefill and decode.
+logits' spread, top-1 agreement, and the greedy tokens identical. On tiny-gemma2 and tiny-gemma3
+(window 48) the 96 prompt ids run past the window, so the local layers' masks are exercised, in
+prefill and decode.
 
 Without torch (CI installs it only with `scripts/setup --train`) the comparison uses the reference's
 logits stored in tests/model/data/<shape>_reference.npz (written by --write-stored on a machine
@@ -42,8 +48,9 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 N_GREEDY, SEED = 8, 26
-N_PROMPT = {"tiny-gemma2": 96}  # past its 48-token window; 48 elsewhere
-STORED = {"tiny-qwen3": "qwen3_tiny_reference.npz", "tiny-gemma2": "gemma2_tiny_reference.npz"}
+N_PROMPT = {"tiny-gemma2": 96, "tiny-gemma3": 96}  # past their 48-token window; 48 elsewhere
+STORED = {"tiny-qwen3": "qwen3_tiny_reference.npz", "tiny-gemma2": "gemma2_tiny_reference.npz",
+          "tiny-gemma3": "gemma3_tiny_reference.npz"}
 # Bounds met by the llama / qwen2 shapes against llama.cpp on F32 files are far looser (KL 1e-5 to
 # 1e-4 with F16 attention rounding); with F32 weights, activations and KV on both sides the two
 # implementations differ only by float summation order.
@@ -51,7 +58,7 @@ MAX_KL, MAX_REL_DIFF = 1e-6, 1e-3
 
 
 # ---------------------------------------------------------------------------------------------
-# The references (torch), from transformers' modeling_qwen3.py and modeling_gemma2.py.
+# The references (torch), from transformers' modeling_qwen3.py, modeling_gemma2.py and modeling_gemma3.py.
 
 def load_safetensors(path):
     with open(path, "rb") as f:
@@ -167,13 +174,81 @@ def gemma2_forward(torch, cfg, W):
     return forward
 
 
+def gemma3_forward(torch, cfg, W):
+    H, Hkv, D = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
+    E, eps, L = cfg["hidden_size"], cfg["rms_norm_eps"], cfg["num_hidden_layers"]
+    window, scaling = cfg["sliding_window"], cfg["query_pre_attn_scalar"] ** -0.5
+    pattern = cfg.get("sliding_window_pattern", 6)
+    attn_cap, final_cap = cfg.get("attn_logit_softcapping"), cfg.get("final_logit_softcapping")
+    emb_w = W["model.embed_tokens.weight"]
+    gelu = lambda t: torch.nn.functional.gelu(t, approximate="tanh")  # hidden_activation gelu_pytorch_tanh
+
+    def rms_norm(x, w):  # Gemma3RMSNorm: x / sqrt(mean(x^2) + eps) * (1 + w), over the last dimension
+        return (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)) * (1.0 + w)
+
+    def rotate_half(x):
+        x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+        return torch.cat((-x2, x1), dim=-1)
+
+    def rope_tables(T, base, factor):  # Gemma3RotaryEmbedding: default, or linear (inv_freq / factor)
+        inv_freq = 1.0 / (base ** (torch.arange(0, D, 2, dtype=torch.float64) / D)) / factor
+        freqs = torch.arange(T, dtype=torch.float64)[:, None] * inv_freq[None, :]
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos()[None], emb.sin()[None]
+
+    rs = cfg.get("rope_scaling") or {}
+    rs_type = rs.get("rope_type", rs.get("type", "default"))
+    if rs_type not in ("default", "linear"):
+        sys.exit(f"reference: rope_scaling {rs_type} not written here")
+    global_factor = rs.get("factor", 1.0) if rs_type == "linear" else 1.0
+
+    def forward(tokens):
+        T = len(tokens)
+        x = emb_w[torch.tensor(tokens)] * torch.tensor(E ** 0.5, dtype=torch.float64)  # Gemma3TextScaledWordEmbedding
+        cos_g, sin_g = rope_tables(T, cfg["rope_theta"], global_factor)  # rotary_emb
+        cos_l, sin_l = rope_tables(T, cfg.get("rope_local_base_freq", 10000.0), 1.0)  # rotary_emb_local
+        qi, ki = torch.arange(T)[:, None], torch.arange(T)[None, :]
+        causal = torch.where(ki > qi, float("-inf"), 0.0).double()
+        sliding = torch.where((ki > qi) | (qi - ki >= window), float("-inf"), 0.0).double()
+        for i in range(L):
+            p = f"model.layers.{i}."
+            is_sliding = bool((i + 1) % pattern)  # Gemma3DecoderLayer.is_sliding
+            cos, sin = (cos_l, sin_l) if is_sliding else (cos_g, sin_g)
+            h = rms_norm(x, W[p + "input_layernorm.weight"])
+            q = (h @ W[p + "self_attn.q_proj.weight"].T).view(T, H, D)
+            k = (h @ W[p + "self_attn.k_proj.weight"].T).view(T, Hkv, D)
+            v = (h @ W[p + "self_attn.v_proj.weight"].T).view(T, Hkv, D).transpose(0, 1)
+            q = rms_norm(q, W[p + "self_attn.q_norm.weight"]).transpose(0, 1)  # [H, T, D]
+            k = rms_norm(k, W[p + "self_attn.k_norm.weight"]).transpose(0, 1)  # [Hkv, T, D]
+            q = q * cos + rotate_half(q) * sin
+            k = k * cos + rotate_half(k) * sin
+            k = k.repeat_interleave(H // Hkv, dim=0)
+            v = v.repeat_interleave(H // Hkv, dim=0)
+            s = q @ k.transpose(1, 2) * scaling
+            if attn_cap:
+                s = torch.tanh(s / attn_cap) * attn_cap
+            s = s + (sliding if is_sliding else causal)
+            att = torch.softmax(s, dim=-1) @ v
+            a = att.transpose(0, 1).reshape(T, H * D) @ W[p + "self_attn.o_proj.weight"].T
+            x = x + rms_norm(a, W[p + "post_attention_layernorm.weight"])
+            h = rms_norm(x, W[p + "pre_feedforward_layernorm.weight"])
+            f = (gelu(h @ W[p + "mlp.gate_proj.weight"].T) * (h @ W[p + "mlp.up_proj.weight"].T)) @ W[p + "mlp.down_proj.weight"].T
+            x = x + rms_norm(f, W[p + "post_feedforward_layernorm.weight"])
+        lg = rms_norm(x, W["model.norm.weight"]) @ emb_w.T
+        if final_cap:
+            lg = torch.tanh(lg / final_cap) * final_cap
+        return lg
+
+    return forward
+
+
 def reference_logits(hf_dir, ids, n_greedy):
     import torch
 
     torch.set_num_threads(2)
     cfg = json.load(open(os.path.join(hf_dir, "config.json")))
     W = {k: torch.from_numpy(v).double() for k, v in load_safetensors(os.path.join(hf_dir, "model.safetensors")).items()}
-    forwards = {"qwen3": qwen3_forward, "gemma2": gemma2_forward}
+    forwards = {"qwen3": qwen3_forward, "gemma2": gemma2_forward, "gemma3_text": gemma3_forward}
     if cfg["model_type"] not in forwards:
         sys.exit(f"no reference forward for model_type {cfg['model_type']}")
     forward = forwards[cfg["model_type"]](torch, cfg, W)
@@ -241,7 +316,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin", required=True, help="the kvshrink binary")
     ap.add_argument("--shape", default="tiny-qwen3")
-    ap.add_argument("--n-prompt", type=int, help="prompt ids (default: 96 for tiny-gemma2, else 48)")
+    ap.add_argument("--n-prompt", type=int, help="prompt ids (default: 96 for tiny-gemma2/3, else 48)")
     ap.add_argument("--stored", help="the reference's stored logits (default: tests/model/data/<shape>'s, when kept)")
     ap.add_argument("--write-stored", action="store_true", help="write --stored from a fresh torch reference")
     ap.add_argument("--keep", help="keep the models in this directory")

@@ -36,8 +36,8 @@ struct FakeProbe : ModelProbe {
   void project_attn_input_queries(int, const float*, int, const float*, bool, float*) override {
     fail("fake probe: no queries");
   }
-  std::vector<float> rope_table(std::span<const int32_t>) const override { return {}; }
-  std::vector<float> rope_table_mean(int32_t, int32_t) const override { return {}; }
+  std::vector<float> rope_table(int, std::span<const int32_t>) const override { return {}; }
+  std::vector<float> rope_table_mean(int, int32_t, int32_t) const override { return {}; }
 
   void probe_forward(const KvCache& cache, std::span<const int32_t> tokens, LayerObserver& obs) override {
     auto fork = cache.fork();

@@ -178,7 +178,7 @@ void check_gaussian_fit(const std::string& model_path) {
     const std::vector<float> qs = gvote_project(probe, layer, h.data(), S, 0, 1);
     std::vector<float> mu_f(mu.begin(), mu.end()), zero(E, 0.0f), q_mu(Q), q0(Q), qc(Q);
     const std::vector<int32_t> p0{0};
-    const std::vector<float> rope0 = probe.rope_table(p0);
+    const std::vector<float> rope0 = probe.rope_table(layer, p0);
     probe.project_attn_input_queries(layer, mu_f.data(), 1, rope0.data(), true, q_mu.data());
     probe.project_attn_input_queries(layer, zero.data(), 1, rope0.data(), true, q0.data());
     std::vector<double> want_var(Q, 0.0);

@@ -27,11 +27,11 @@ class MeanQueryScorer : public Scorer {
     const KvCache& c = env.cache;
     const int group = d.n_head / d.n_head_kv;
     Scores sc = make_scores(c);
-    // One (cos, sin) row: RoPE averaged over the positions the next 16 tokens will take.
-    const std::vector<float> rope = env.probe->rope_table_mean(c.n_past(), 16);
     std::vector<float> q(static_cast<size_t>(d.n_head) * d.head_dim);      // [n_head][head_dim]
     std::vector<float> k(static_cast<size_t>(d.head_dim));                 // [head_dim]
     for (int layer = 0; layer < d.n_layer; ++layer) {
+      // One (cos, sin) row: the layer's RoPE averaged over the positions the next 16 tokens will take.
+      const std::vector<float> rope = env.probe->rope_table_mean(layer, c.n_past(), 16);
       const std::vector<float> mean = env.stats->attn_input_stats(layer).mean();  // [n_embd]
       env.probe->project_attn_input_queries(layer, mean.data(), 1, rope.data(), /*rope_shared=*/true, q.data());
       for (int kvh = 0; kvh < d.n_head_kv; ++kvh) {

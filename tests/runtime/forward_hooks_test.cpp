@@ -155,7 +155,7 @@ TEST(ForwardHooks, ProbeProjectsTheEnginesOwnQueries) {
     EngineProbe probe(e);
     const int n = static_cast<int>(cap.pos.size());
     std::vector<float> out(static_cast<size_t>(n) * Q);
-    probe.project_queries(layer, cap.hidden.data(), n, probe.rope_table(cap.pos).data(), false, out.data());
+    probe.project_queries(layer, cap.hidden.data(), n, probe.rope_table(layer, cap.pos).data(), false, out.data());
     for (size_t i = 0; i < out.size(); ++i) ASSERT_NEAR(out[i], cap.q[i], 1e-5) << "layer " << layer << " i " << i;
     // The observers' attention input is attn_norm of the residual stream (computed here in double
     // from the layer's weights), and projecting it without a norm gives the same queries.
@@ -169,12 +169,12 @@ TEST(ForwardHooks, ProbeProjectsTheEnginesOwnQueries) {
         ASSERT_NEAR(cap.attn_in[static_cast<size_t>(t) * E + i], x[i] * r * w[i], 1e-5) << "t " << t << " i " << i;
     }
     std::vector<float> out2(out.size());
-    probe.project_attn_input_queries(layer, cap.attn_in.data(), n, probe.rope_table(cap.pos).data(), false, out2.data());
+    probe.project_attn_input_queries(layer, cap.attn_in.data(), n, probe.rope_table(layer, cap.pos).data(), false, out2.data());
     for (size_t i = 0; i < out2.size(); ++i) ASSERT_NEAR(out2[i], cap.q[i], 1e-5) << "layer " << layer << " i " << i;
     // The averaged RoPE table is the mean of the per-position tables.
-    const auto mean = probe.rope_table_mean(10, 4);
+    const auto mean = probe.rope_table_mean(layer, 10, 4);
     const std::vector<int32_t> ps{10, 11, 12, 13};
-    const auto rows = probe.rope_table(ps);
+    const auto rows = probe.rope_table(layer, ps);
     for (int i = 0; i < hp.rope_dim; ++i) {
       double s = 0;
       for (int r = 0; r < 4; ++r) s += rows[static_cast<size_t>(r) * hp.rope_dim + i];

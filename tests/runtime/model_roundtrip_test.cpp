@@ -65,7 +65,7 @@ TEST(ModelRoundTrip, MakeModelIsDeterministicAndReadsBack) {
 }
 
 TEST(ModelRoundTrip, GgufAndSafetensorsGiveIdenticalTensorsAndLogits) {
-  for (const char* shape : {"tiny", "tiny-qwen2", "tiny-qwen3", "tiny-phi3", "tiny-gemma2"}) {
+  for (const char* shape : {"tiny", "tiny-qwen2", "tiny-qwen3", "tiny-phi3", "tiny-gemma2", "tiny-gemma3"}) {
     SCOPED_TRACE(shape);
     test::TempDir dir(std::string("rt_") + shape);
     const auto& p = shape_preset(shape);
@@ -83,12 +83,34 @@ TEST(ModelRoundTrip, GgufAndSafetensorsGiveIdenticalTensorsAndLogits) {
     } else {
       EXPECT_EQ(std::memcmp(lh.wq.data, lg.wq.data, lg.wq.nbytes), 0);
     }
-    if (p.hp.qk_norm) {  // Qwen3's per-head norms travel under both names, unpermuted
+    if (p.hp.qk_norm) {  // Qwen3's / Gemma 3's per-head norms travel under both names, unpermuted
       ASSERT_TRUE(lh.q_norm.valid() && lh.k_norm.valid());
       EXPECT_EQ(std::memcmp(lh.q_norm.data, lg.q_norm.data, lg.q_norm.nbytes), 0);
       EXPECT_EQ(std::memcmp(lh.k_norm.data, lg.k_norm.data, lg.k_norm.nbytes), 0);
       EXPECT_EQ(hf->hp.head_dim, 32);
-      EXPECT_EQ(hf->hp.arch, Arch::Qwen3);
+      EXPECT_EQ(hf->hp.arch, p.hp.arch);
+    }
+    if (p.hp.arch == Arch::Gemma3) {  // the pattern, both RoPE tables (the global one scaled), no caps
+      for (const Model* x : {gg.get(), hf.get()}) {
+        EXPECT_EQ(x->hp.swa_period, 6);
+        EXPECT_EQ(x->hp.n_swa, 48);
+        EXPECT_EQ(x->hp.rope_theta_swa, 10000.0f);
+        EXPECT_EQ(x->hp.rope_theta, 1e6f);
+        EXPECT_EQ(x->hp.rope_scaling.type, "linear");
+        EXPECT_EQ(x->hp.rope_scaling.factor, 8.0f);
+        EXPECT_EQ(x->hp.attn_softcap, 0.0f);
+        EXPECT_EQ(x->hp.final_softcap, 0.0f);
+        ASSERT_EQ(x->rope_inv_freq_swa.size(), 16u);
+        // Frequency i: base^(-2i/D), the global one divided by the scaling factor.
+        for (int i = 0; i < 16; ++i) {
+          EXPECT_FLOAT_EQ(x->rope_inv_freq_swa[static_cast<size_t>(i)], static_cast<float>(std::pow(1e4, -i / 16.0)));
+          EXPECT_FLOAT_EQ(x->rope_inv_freq[static_cast<size_t>(i)], static_cast<float>(std::pow(1e6, -i / 16.0) / 8.0));
+        }
+      }
+      for (int il = 0; il < 6; ++il) EXPECT_EQ(gg->hp.layer_local_rope(il), il != 5) << il;
+      // Norms, q_norm / k_norm included: 1 + w in memory from both files.
+      for (auto [a, b] : {std::pair{&lg.q_norm, &lh.q_norm}, std::pair{&lg.post_ffn_norm, &lh.post_ffn_norm}})
+        for (int64_t i = 0; i < a->n_elements(); ++i) EXPECT_EQ(a->f32()[i], b->f32()[i]) << a->name;
     }
     if (p.hp.arch == Arch::Phi3) {  // fused as stored, split into row views, the window kept both ways
       ASSERT_TRUE(lh.wqkv.valid() && lh.ffn_gate_up.valid());

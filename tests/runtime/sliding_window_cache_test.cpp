@@ -6,9 +6,13 @@
 // steps there run on a cache that has dropped pages).
 #include <gtest/gtest.h>
 
+#include "kvcache/cache_file.h"
 #include "model/presets.h"
 #include "model/random_model.h"
+#include "runtime/answer_stepper.h"
+#include "runtime/batch_step.h"
 #include "runtime/compression_spec.h"
+#include "runtime/context_builder.h"
 #include "runtime/engine.h"
 #include "runtime/session.h"
 #include "test_util.h"
@@ -132,6 +136,78 @@ TEST(SlidingWindowCache, AModelWhoseEveryLayerSlidesIsStillCompressed) {
     ao.max_new_tokens = 2;
     ao.stop_at_eog = false;
     EXPECT_EQ(c.ask(ids(4), ao).tokens.size(), 2u);
+  }
+}
+
+// A Gemma 3 context (five local layers that have dropped pages, one global layer compressed by
+// SnapKV) answers the same through every path that holds it: an answer on a fork, again on a second
+// fork (the first left the context untouched), after a .kvc round trip (every head's positions
+// identical), and built and answered step by step in continuous batching beside another sequence.
+TEST(SlidingWindowCache, LocalAndGlobalMixSurvivesKvcForksAndBatching) {
+  test::TempDir dir("swa_mix");
+  auto m = tiny_model("tiny-gemma3", dir);  // window 48 on layers 0-4, layer 5 global
+  const HParams& hp = m->hp;
+  EngineParams ep;
+  ep.page_tokens = 16;
+  ep.n_batch = 32;
+  Engine e(*m, ep);
+  SpecArgs a;
+  a.press = "snapkv";
+  a.keep = 0.25;
+  const CompressionSpec spec = make_compression_spec(a);
+  AnswerOptions ao;
+  ao.max_new_tokens = 12;
+  ao.stop_at_eog = false;
+  std::vector<int32_t> ctx2 = ids(260);
+  for (int32_t& t : ctx2) t = 3 + (t * 7) % 300;
+  const std::vector<std::vector<int32_t>> contexts{ids(300), ctx2};
+  const std::vector<std::vector<int32_t>> questions{{7, 11, 13}, {17, 19}};
+
+  std::vector<Answer> alone;
+  for (size_t i = 0; i < 2; ++i) {
+    CompressedContext c(e, spec);
+    c.prefill(contexts[i]);
+    for (int il = 0; il < hp.n_layer; ++il) {
+      if (hp.layer_slides(il)) EXPECT_GT(c.cache().head(il, 0).slid, 0) << "layer " << il;
+      else EXPECT_EQ(c.cache().len(il, 0), static_cast<int32_t>(contexts[i].size()) / 4) << "layer " << il;
+    }
+    alone.push_back(c.ask(questions[i], ao));
+    EXPECT_EQ(c.ask(questions[i], ao).tokens, alone[i].tokens);  // a second fork answers alike
+    if (i > 0) continue;
+    save_cache(dir / "mix.kvc", c.cache(), {});
+    LoadedCache lc = load_cache(dir / "mix.kvc", e.page_pool(), e.kv_layout());
+    for (int il = 0; il < hp.n_layer; ++il)
+      for (int kvh = 0; kvh < hp.n_head_kv; ++kvh)
+        EXPECT_EQ(lc.cache->head(il, kvh).pos, c.cache().head(il, kvh).pos) << "layer " << il;
+    CompressedContext loaded(e, spec);
+    loaded.adopt(std::move(lc.cache), c.full_bytes(), c.full_slots());
+    EXPECT_EQ(loaded.ask(questions[i], ao).tokens, alone[i].tokens);
+  }
+
+  // Both contexts built in 16-token chunks of one budget, each answer starting when its context
+  // is ready while the other may still prefill.
+  std::vector<std::unique_ptr<ContextBuilder>> builders;
+  std::vector<std::shared_ptr<const BuiltContext>> built(2);
+  std::vector<std::unique_ptr<AnswerStepper>> answers(2);
+  for (size_t i = 0; i < 2; ++i) builders.push_back(std::make_unique<ContextBuilder>(e, spec, contexts[i]));
+  for (int step = 0; step < 1000; ++step) {
+    std::vector<Stepper*> live;
+    for (size_t i = 0; i < 2; ++i) {
+      if (builders[i]->phase() == Stepper::Phase::Done && !built[i]) {
+        built[i] = std::make_shared<const BuiltContext>(builders[i]->take());
+        answers[i] = std::make_unique<AnswerStepper>(e, built[i]->seq.fork(), spec, questions[i], ao, built[i]);
+      }
+      if (answers[i] && answers[i]->phase() != Stepper::Phase::Done) live.push_back(answers[i].get());
+      else if (!built[i]) live.push_back(builders[i].get());
+    }
+    if (live.empty()) break;
+    std::vector<StepFailure> failed;
+    batch_step(e, live, 16, failed);
+    ASSERT_TRUE(failed.empty()) << failed[0].message;
+  }
+  for (size_t i = 0; i < 2; ++i) {
+    ASSERT_TRUE(answers[i]) << "sequence " << i;
+    EXPECT_EQ(answers[i]->tokens(), alone[i].tokens) << "sequence " << i;
   }
 }
 

@@ -172,7 +172,7 @@ class PipelineTokenizer final : public Tokenizer {
       if (id < 0 || id >= n_vocab()) continue;
       const int32_t t = spec_.types[id];
       if (is_special_type(t) || t == static_cast<int32_t>(TokenType::UserDefined)) {
-        if (!(skip_special && is_special_type(t))) out += spec_.tokens[id];
+        if (!(skip_special && is_special_type(t))) out += token_bytes(id);
         if (strip_ == Strip::EveryFragment) strip = true;  // the encoder prefixed what follows
         continue;
       }
@@ -190,7 +190,13 @@ class PipelineTokenizer final : public Tokenizer {
     if (id < 0 || id >= n_vocab()) return {};
     const std::string& text = spec_.tokens[id];
     const int32_t t = spec_.types[id];
-    if (is_special_type(t) || t == static_cast<int32_t>(TokenType::UserDefined)) return text;
+    if (is_special_type(t)) return text;
+    // User-defined tokens of a SentencePiece vocabulary are decoded like the others (U+2581 -> ' '):
+    // Gemma's runs of spaces ("▁▁", ..., ids 138-168) are user-defined, and HF's decoder chain
+    // (Replace ▁ -> ' ') runs over every token, added ones included (checked against transformers.js,
+    // tests/model/tokenizer_js). llama.cpp (2025-02-20, token_to_piece) copies user-defined tokens raw,
+    // printing "▁▁" for two spaces.
+    if (t == static_cast<int32_t>(TokenType::UserDefined) && spec_.kind != TokenizerKind::SPM) return text;
     if (spec_.kind == TokenizerKind::SPM) {
       if (t == static_cast<int32_t>(TokenType::Byte)) {
         if (text.size() == 6) {  // <0xNN>

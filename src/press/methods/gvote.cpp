@@ -84,7 +84,7 @@ std::vector<std::vector<uint8_t>> gvote_layer_votes(const KvCache& cache, int la
 
 std::vector<float> gvote_project(ModelProbe& probe, int layer, const float* attn_in, int n, int32_t first, int n_future) {
   const ProbeDims d = probe.dims();
-  const std::vector<float> rope = probe.rope_table_mean(first, n_future);
+  const std::vector<float> rope = probe.rope_table_mean(layer, first, n_future);
   std::vector<float> q(static_cast<size_t>(n) * d.n_head * d.head_dim);
   probe.project_attn_input_queries(layer, attn_in, n, rope.data(), /*rope_shared=*/true, q.data());
   return q;

@@ -7,6 +7,15 @@
 //   logits = final_softcap * tanh(W_out . output_norm(x) / final_softcap)
 // Norm weights are held as 1 + w (GGUF's convention; HF's w gets +1 at load), so every norm is a
 // plain RMSNorm here. Sources: transformers' modeling_gemma2.py, llama.cpp's build_gemma2.
+//
+// Gemma 3 (text) is the same layer with three changes, all data rather than code:
+//   - q = RoPE_l(q_norm(W_q . n)), k = RoPE_l(k_norm(W_k . n)) per head (HParams::qk_norm, as Qwen3;
+//     the norms are Gemma norms, 1 + w) — llama.cpp's qkv();
+//   - RoPE_l: a local layer rotates with its own table (base rope_theta_swa = 10,000, unscaled), a
+//     global one with rope_theta = 1e6 and the model's scaling (linear x8 on 4B+) — Model::
+//     rope_inv_freq_swa / rope_inv_freq, Activations::rope_local / rope;
+//   - five local layers per global one (swa_period 6, window 512 on the 1B) and no soft-capping.
+// Sources: transformers' modeling_gemma3.py (Gemma3ForCausalLM), llama.cpp's build_gemma3_iswa.
 #pragma once
 #include "runtime/arch/llama.h"
 

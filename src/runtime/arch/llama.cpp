@@ -27,28 +27,41 @@ void Activations::reserve(const HParams& hp, int n) {
   ffn_gate.resize(T * F);
   ffn_up.resize(T * F);
   rope.resize(T * hp.rope_dim);
+  if (hp.rope_theta_swa > 0) rope_local.resize(T * hp.rope_dim);
   capacity = n;
 }
 
-void rope_table(const Model& m, const int32_t* pos, int n, float* out) {
-  const int R = m.hp.rope_dim;
+namespace {
+// The inverse frequencies layer il rotates with.
+const std::vector<float>& inv_freq(const Model& m, int il) {
+  return m.hp.layer_local_rope(il) ? m.rope_inv_freq_swa : m.rope_inv_freq;
+}
+
+// (cos, sin) pairs of positions pos[0..n) for inverse frequencies f: out [n][R].
+void rope_rows(const std::vector<float>& f, int R, const int32_t* pos, int n, float* out) {
   for (int t = 0; t < n; ++t) {
     float* cs = out + static_cast<size_t>(t) * R;
     for (int i = 0; i < R / 2; ++i) {
-      const double a = static_cast<double>(pos[t]) * m.rope_inv_freq[static_cast<size_t>(i)];
+      const double a = static_cast<double>(pos[t]) * f[static_cast<size_t>(i)];
       cs[2 * i] = static_cast<float>(std::cos(a));
       cs[2 * i + 1] = static_cast<float>(std::sin(a));
     }
   }
 }
+}  // namespace
 
-void rope_table_mean(const Model& m, int32_t first, int32_t count, float* out) {
+void rope_table(const Model& m, int layer, const int32_t* pos, int n, float* out) {
+  rope_rows(inv_freq(m, layer), m.hp.rope_dim, pos, n, out);
+}
+
+void rope_table_mean(const Model& m, int layer, int32_t first, int32_t count, float* out) {
   KVS_ASSERT(count >= 1);
   const int R = m.hp.rope_dim;
+  const std::vector<float>& f = inv_freq(m, layer);
   for (int i = 0; i < R / 2; ++i) {
     double c = 0, s = 0;
     for (int32_t p = first; p < first + count; ++p) {
-      const double a = static_cast<double>(p) * m.rope_inv_freq[static_cast<size_t>(i)];
+      const double a = static_cast<double>(p) * f[static_cast<size_t>(i)];
       c += std::cos(a);
       s += std::sin(a);
     }
@@ -66,8 +79,9 @@ void qk_norm(float* x, int heads, int D, const float* w, float eps) {
   for (int h = 0; h < heads; ++h) kernels::rmsnorm(x + static_cast<size_t>(h) * D, w, x + static_cast<size_t>(h) * D, D, eps);
 }
 
-// Q/K/V of the normed rows a.xn: projections, biases, Qwen3's per-head Q/K norms, pre-RoPE copies, RoPE.
-void qkv(const Runtime& rt, const LayerWeights& L, Activations& a, int n, bool keep_pre) {
+// Q/K/V of the normed rows a.xn: projections, biases, Qwen3's / Gemma 3's per-head Q/K norms,
+// pre-RoPE copies, RoPE with the layer's table (rope [n][R]).
+void qkv(const Runtime& rt, const LayerWeights& L, Activations& a, int n, bool keep_pre, const float* rope) {
   const HParams& hp = rt.model.hp;
   const int H = hp.n_head, Hkv = hp.n_head_kv, D = hp.head_dim, R = hp.rope_dim;
   const int Q = H * D, KV = Hkv * D;
@@ -82,7 +96,7 @@ void qkv(const Runtime& rt, const LayerWeights& L, Activations& a, int n, bool k
       kernels::add_f32(kt, L.bk.f32(), KV);
       kernels::add_f32(a.v.data() + static_cast<size_t>(t) * KV, L.bv.f32(), KV);
     }
-    if (L.q_norm.valid()) {  // Qwen3: each head's query and key RMS-normed (weights [D]) before RoPE
+    if (L.q_norm.valid()) {  // Qwen3, Gemma 3: each head's query and key RMS-normed (weights [D]) before RoPE
       qk_norm(qt, H, D, L.q_norm.f32(), hp.rms_eps);
       qk_norm(kt, Hkv, D, L.k_norm.f32(), hp.rms_eps);
     }
@@ -90,7 +104,7 @@ void qkv(const Runtime& rt, const LayerWeights& L, Activations& a, int n, bool k
       std::memcpy(a.q_pre.data() + static_cast<size_t>(t) * Q, qt, sizeof(float) * Q);
       std::memcpy(a.k_pre.data() + static_cast<size_t>(t) * KV, kt, sizeof(float) * KV);
     }
-    const float* cs = a.rope.data() + static_cast<size_t>(t) * R;
+    const float* cs = rope + static_cast<size_t>(t) * R;
     kernels::rope(qt, H, D, R, cs, hp.rope_style);
     kernels::rope(kt, Hkv, D, R, cs, hp.rope_style);
   });
@@ -107,6 +121,7 @@ void compact_rows(const HParams& hp, Activations& a, int n, const std::vector<in
     if (src == static_cast<size_t>(i)) continue;
     std::memmove(a.x.data() + i * E, a.x.data() + src * E, sizeof(float) * E);
     std::memmove(a.rope.data() + i * R, a.rope.data() + src * R, sizeof(float) * R);
+    if (hp.rope_theta_swa > 0) std::memmove(a.rope_local.data() + i * R, a.rope_local.data() + src * R, sizeof(float) * R);
     a.pos[static_cast<size_t>(i)] = a.pos[src];
     a.row[static_cast<size_t>(i)] = a.row[src];
   }
@@ -158,7 +173,7 @@ void attention_block(const Runtime& rt, Activations& a, std::span<Segment> segs,
     kernels::rmsnorm(a.x.data() + static_cast<size_t>(t) * E, L.attn_norm.f32(), a.xn.data() + static_cast<size_t>(t) * E, E,
                      hp.rms_eps);
   });
-  qkv(rt, L, a, n, keep_pre);
+  qkv(rt, L, a, n, keep_pre, hp.layer_local_rope(il) ? a.rope_local.data() : a.rope.data());
   for (const Segment& sg : segs) {
     const size_t r0 = static_cast<size_t>(sg.first);
     float* q = a.q.data() + r0 * H * D;
@@ -229,6 +244,13 @@ void output_logits(const Runtime& rt, Activations& a, const std::vector<int>& ou
   }
 }
 
+// The RoPE rows of positions pos[0..n): the table every layer uses (global) [n][R], and the local
+// layers' own [n][R] when the model has one (Gemma 3; `local` untouched otherwise).
+void fill_rope(const Model& m, const int32_t* pos, int n, float* global, float* local) {
+  rope_rows(m.rope_inv_freq, m.hp.rope_dim, pos, n, global);
+  if (!m.rope_inv_freq_swa.empty()) rope_rows(m.rope_inv_freq_swa, m.hp.rope_dim, pos, n, local);
+}
+
 // The embedding rows of tokens: x [n][E] (Gemma: times sqrt(E), in F32 as llama.cpp and transformers).
 void embed(const Runtime& rt, const int32_t* tokens, int n, float* x) {
   const Model& model = rt.model;
@@ -260,7 +282,7 @@ int forward_segments(const Runtime& rt, Activations& a, std::span<Segment> segs,
 
   // Embedding and the RoPE table of every row.
   embed(rt, tokens, n, a.x.data());
-  rope_table(model, a.pos.data(), n, a.rope.data());
+  fill_rope(model, a.pos.data(), n, a.rope.data(), a.rope_local.data());
 
   std::vector<int32_t> keep;
   int n_out = 0;  // > 0: the last layer ran on the logits rows only, moved to rows 0..n_out-1
@@ -322,10 +344,13 @@ int forward_layer_major(const Runtime& rt, Activations& a, KvCache& cache, const
   // The whole prefill's residual stream, positions, input rows and RoPE rows: X [n][E], P [n],
   // R [n], RC [n][rope_dim].
   const int RD = hp.rope_dim;
-  std::vector<float> X(static_cast<size_t>(n) * E), RC(static_cast<size_t>(n) * RD);
+  // RCL [n][rope_dim]: the local layers' RoPE rows (Gemma 3 only, else empty).
+  const bool two_tables = hp.rope_theta_swa > 0;
+  std::vector<float> X(static_cast<size_t>(n) * E), RC(static_cast<size_t>(n) * RD),
+      RCL(two_tables ? static_cast<size_t>(n) * RD : 0);
   std::vector<int32_t> P(pos, pos + n), R(static_cast<size_t>(n));
   for (int t = 0; t < n; ++t) R[static_cast<size_t>(t)] = t;
-  rope_table(model, P.data(), n, RC.data());
+  fill_rope(model, P.data(), n, RC.data(), RCL.data());
   embed(rt, tokens, n, X.data());
   a.reserve(hp, std::min(n, n_batch));
   std::vector<int32_t> keep;
@@ -344,6 +369,7 @@ int forward_layer_major(const Runtime& rt, Activations& a, KvCache& cache, const
           if (src == static_cast<size_t>(i)) continue;
           std::memmove(X.data() + static_cast<size_t>(i) * E, X.data() + src * E, sizeof(float) * E);
           std::memmove(RC.data() + static_cast<size_t>(i) * RD, RC.data() + src * RD, sizeof(float) * RD);
+          if (two_tables) std::memmove(RCL.data() + static_cast<size_t>(i) * RD, RCL.data() + src * RD, sizeof(float) * RD);
           P[static_cast<size_t>(i)] = P[src];
           R[static_cast<size_t>(i)] = R[src];
         }
@@ -361,6 +387,8 @@ int forward_layer_major(const Runtime& rt, Activations& a, KvCache& cache, const
       a.pos.assign(P.begin() + b, P.begin() + b + nb);
       a.row.assign(R.begin() + b, R.begin() + b + nb);
       std::memcpy(a.rope.data(), RC.data() + static_cast<size_t>(b) * RD, sizeof(float) * static_cast<size_t>(nb) * RD);
+      if (two_tables)
+        std::memcpy(a.rope_local.data(), RCL.data() + static_cast<size_t>(b) * RD, sizeof(float) * static_cast<size_t>(nb) * RD);
       Segment seg{&cache, 0, nb, hooks.observer};
       attention_block(rt, a, std::span<Segment>(&seg, 1), il, nb, keep_pre);
       if (last_layer && mode == LogitsRows::None) continue;

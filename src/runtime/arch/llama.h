@@ -55,6 +55,7 @@ struct Activations {
   AlignedBuffer<float> ffn_gate;  // [T][F]     gate projection, then silu(gate) * up
   AlignedBuffer<float> ffn_up;    // [T][F]     up projection
   AlignedBuffer<float> rope;      // [T][R]     (cos, sin) pairs of each row's position
+  AlignedBuffer<float> rope_local;  // [T][R]   idem with the local layers' table (only when the model has one)
   std::vector<int32_t> pos;       // [T]        positions of the rows
   std::vector<int32_t> row;       // [T]        index of each row in the chunk as given
   int capacity = 0;
@@ -104,12 +105,13 @@ int forward_layer_major(const Runtime& rt, Activations& a, KvCache& cache, const
                         int n, int n_batch, LogitsRows mode, const ForwardHooks& hooks, float* logits_out,
                         std::vector<int32_t>* rows_out);
 
-// (cos, sin) pairs for positions: out [n][R].
-void rope_table(const Model& m, const int32_t* pos, int n, float* out);
+// (cos, sin) pairs for positions, as layer `layer` rotates (Gemma 3's local layers have their
+// own table; every layer of other models shares one): out [n][R].
+void rope_table(const Model& m, int layer, const int32_t* pos, int n, float* out);
 // (cos, sin) pairs averaged over positions first .. first + count - 1: out [R]. The average of
 // rotations is not a rotation: it shrinks the rotated pairs as a future query of unknown
 // position would on average (GVote's projection of synthetic queries).
-void rope_table_mean(const Model& m, int32_t first, int32_t count, float* out);
+void rope_table_mean(const Model& m, int layer, int32_t first, int32_t count, float* out);
 
 // Queries of hidden states entering `layer`: attn_norm, W_q (+ bias), RoPE with the given (cos,
 // sin) rows — the code the forward runs. hidden [n][E], rope_cs [n][R] (or [1][R] shared by every
