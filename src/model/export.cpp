@@ -356,6 +356,11 @@ void export_hf(const Model& m, const std::string& dir, DType type, const std::st
     cfg["sliding_window_pattern"] = hp.swa_period;
     cfg["rope_local_base_freq"] = hp.rope_theta_swa;
   }
+  if (hp.gemma_block) {  // the pattern spelled out per layer, as newer transformers write it
+    json types = json::array();
+    for (int il = 0; il < hp.n_layer; ++il) types.push_back(hp.layer_slides(il) ? "sliding_attention" : "full_attention");
+    cfg["layer_types"] = types;
+  }
   if (hp.arch == Arch::Phi3) {
     cfg["sliding_window"] = hp.n_swa > 0 ? json(hp.n_swa) : json(nullptr);
     cfg["original_max_position_embeddings"] = hp.n_ctx_train;

@@ -178,11 +178,13 @@ void load_gguf(Model& m, const std::string& path) {
     // 1/sqrt(head_dim) otherwise (query_pre_attn_scalar 168 = 5,376 / 32 there, 256 = head_dim elsewhere).
     const int qpas = hp.n_layer == 62 ? hp.n_embd / hp.n_head : hp.head_dim;
     hp.query_scale = 1.0f / std::sqrt(static_cast<float>(qpas));
-    for (const char* k : {"attn_logit_softcapping", "final_logit_softcapping"}) {  // written by kvshrink only
+    auto cap = [&](const char* k) {  // written by kvshrink only, for a config that sets them
       const double v = g.get_float_opt(key(k)).value_or(0.0);
       if (!(v >= 0 && v <= 1e6)) fail("{}: {} = {} out of range (0..1e6)", path, key(k), v);
-      (k[0] == 'a' ? hp.attn_softcap : hp.final_softcap) = static_cast<float>(v);
-    }
+      return static_cast<float>(v);
+    };
+    hp.attn_softcap = cap("attn_logit_softcapping");
+    hp.final_softcap = cap("final_logit_softcapping");
   }
 
   m.tok_embd = find_tensor(g, "token_embd.weight", true);

@@ -6,9 +6,14 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <functional>
 #include <numbers>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "kernels/ops.h"
 #include "kernels/q4_0_packed.h"
 #include "model/export.h"
@@ -138,6 +143,55 @@ TEST(ModelRoundTrip, GgufAndSafetensorsGiveIdenticalTensorsAndLogits) {
     auto gg2 = Model::load(dir / "m2.gguf");
     expect_close(run(*gg, 40), run(*gg2, 40), 1e-5f);
   }
+}
+
+// Gemma 3 configs as transformers writes them: the pattern from sliding_window_pattern, from
+// layer_types, or the default 6; rope_local_base_freq read (the local table moves the logits);
+// the multimodal model and patterns other than "every p-th layer global" refused by name.
+TEST(ModelRoundTrip, Gemma3ConfigVariantsAndRefusals) {
+  test::TempDir dir("gemma3_cfg");
+  const auto& p = shape_preset("tiny-gemma3");
+  write_random_gguf(p.hp, synthetic_spm_vocab(p.hp.n_vocab), DType::F32, 13, "g3", dir / "m.gguf");
+  auto gg = Model::load(dir / "m.gguf");
+  export_hf(*gg, dir / "hf", DType::F32);
+  const std::string cfg_path = dir / "hf" + "/config.json";
+  const nlohmann::json cfg = nlohmann::json::parse(read_file(cfg_path));
+  ASSERT_EQ(cfg["model_type"], "gemma3_text");
+  ASSERT_EQ(cfg["layer_types"].size(), 6u);
+  EXPECT_EQ(cfg["layer_types"][5], "full_attention");
+  const std::vector<float> want = run(*gg, 80);
+  auto with = [&](const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json c = cfg;
+    edit(c);
+    std::ofstream(cfg_path) << c.dump(2);
+    return Model::load(dir / "hf");
+  };
+  auto error_of = [&](const std::function<void(nlohmann::json&)>& edit) {
+    try {
+      with(edit);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(loaded)");
+  };
+  // No pattern keys at all: Gemma3TextConfig's default, 6.
+  auto m = with([](nlohmann::json& c) { c.erase("layer_types"); c.erase("sliding_window_pattern"); });
+  EXPECT_EQ(m->hp.swa_period, 6);
+  expect_close(run(*m, 80), want, 1e-4f);
+  // A different local base: read, and the logits move (the local layers' rotation changed).
+  m = with([](nlohmann::json& c) { c["rope_local_base_freq"] = 50000.0; });
+  EXPECT_EQ(m->hp.rope_theta_swa, 50000.0f);
+  const std::vector<float> moved = run(*m, 80);
+  float diff = 0;
+  for (size_t i = 0; i < moved.size(); ++i) diff = std::max(diff, std::fabs(moved[i] - want[i]));
+  EXPECT_GT(diff, 1e-3f);
+  EXPECT_NE(error_of([](nlohmann::json& c) { c["layer_types"][0] = "full_attention"; }).find("layer_types[0]"),
+            std::string::npos);
+  EXPECT_NE(error_of([](nlohmann::json& c) { c["architectures"] = {"Gemma3ForConditionalGeneration"}; })
+                .find("multimodal"),
+            std::string::npos);
+  EXPECT_NE(error_of([](nlohmann::json& c) { c["model_type"] = "gemma3"; c.erase("architectures"); }).find("multimodal"),
+            std::string::npos);
 }
 
 // A model whose layers all slide over a window (Phi-3-mini-4k: 2,047) answers past it: the same

@@ -6,6 +6,8 @@
 // steps there run on a cache that has dropped pages).
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "kvcache/cache_file.h"
 #include "model/presets.h"
 #include "model/random_model.h"
@@ -137,6 +139,56 @@ TEST(SlidingWindowCache, AModelWhoseEveryLayerSlidesIsStillCompressed) {
     ao.stop_at_eog = false;
     EXPECT_EQ(c.ask(ids(4), ao).tokens.size(), 2u);
   }
+}
+
+// D2O on a model with sliding-window layers (Gemma 2: 0 and 2 local, 1 and 3 global): Eq. 5's
+// softmax(-F) and its factor L run over the global layers only, the local layers take no share and
+// keep what their window left. The split is recomputed here from the Eq. 4 values D2O stored (F of
+// the two global layers): softmax over those two, times the whole budget — a softmax over all four
+// layers (local F included) would give another split.
+TEST(SlidingWindowCache, D2oSpendsEq5OverTheGlobalLayers) {
+  test::TempDir dir("swa_d2o");
+  auto m = tiny_model("tiny-gemma2", dir);
+  const HParams& hp = m->hp;
+  EngineParams ep;
+  ep.page_tokens = 16;
+  Engine e(*m, ep);
+  SpecArgs a;
+  a.press = "d2o";
+  a.keep = 0.25;
+  const CompressionSpec spec = make_compression_spec(a);
+  CompressedContext full(e, make_compression_spec(SpecArgs{})), comp(e, spec);
+  const std::vector<int32_t> ctx = ids(400);
+  full.prefill(ctx);
+  comp.prefill(ctx);
+  const auto& st = comp.press_state().values;
+  ASSERT_TRUE(st.count("d2o.layer_F") && st.count("d2o.layer_target"));
+  const std::vector<double>& F = st.at("d2o.layer_F");
+  const std::vector<double>& target = st.at("d2o.layer_target");
+  // The whole budget: keep 0.25 of every slot the press could choose from (the global layers').
+  int64_t global_slots = 0;
+  for (int il = 1; il < hp.n_layer; il += 2)
+    for (int kvh = 0; kvh < hp.n_head_kv; ++kvh) global_slots += full.cache().len(il, kvh);
+  ASSERT_EQ(global_slots, 2 * hp.n_head_kv * 400);
+  const double total = 0.25 * static_cast<double>(global_slots);
+  const double z = std::exp(-F[1]) + std::exp(-F[3]);
+  int64_t kept_global = 0;
+  for (int il = 0; il < hp.n_layer; ++il) {
+    if (hp.layer_slides(il)) {
+      EXPECT_EQ(target[static_cast<size_t>(il)], 0.0) << "layer " << il;
+      for (int kvh = 0; kvh < hp.n_head_kv; ++kvh)
+        EXPECT_EQ(comp.cache().head(il, kvh).pos, full.cache().head(il, kvh).pos) << "layer " << il;
+      continue;
+    }
+    // Per KV head of layer il: softmax(-F) over the global layers x the budget / heads.
+    const double want = std::exp(-F[static_cast<size_t>(il)]) / z * total / hp.n_head_kv;
+    EXPECT_NEAR(target[static_cast<size_t>(il)], want, 1.0) << "layer " << il;
+    for (int kvh = 0; kvh < hp.n_head_kv; ++kvh) {
+      EXPECT_NEAR(comp.cache().len(il, kvh), std::min(want, 400.0), 1.0) << "layer " << il;
+      kept_global += comp.cache().len(il, kvh);
+    }
+  }
+  EXPECT_NEAR(static_cast<double>(kept_global), total, 2.0);
 }
 
 // A Gemma 3 context (five local layers that have dropped pages, one global layer compressed by
