@@ -249,9 +249,11 @@ HParams hparams_from_hf_config(const std::string& cfg_path) {
     const double qpas = c.num_opt_in("query_pre_attn_scalar", hp.head_dim, 1e-6, 1e9);
     hp.query_scale = static_cast<float>(1.0 / std::sqrt(qpas));
   }
-  if (const json* rs = c.get("rope_scaling")) {
-    if (!rs->is_object()) fail("{}: 'rope_scaling' must be an object or null", cfg_path);
-    Config r{*rs, cfg_path};
+  // RoPE scaling: rope_scaling (transformers 4.x), or rope_parameters (transformers 5: the same
+  // fields plus rope_theta, per layer type for Gemma 3 — "full_attention" / "sliding_attention").
+  auto read_scaling = [&](const json& rs, const char* where) {
+    if (!rs.is_object()) fail("{}: '{}' must be an object or null", cfg_path, where);
+    Config r{rs, cfg_path};
     std::string type = r.str_opt("rope_type", r.str_opt("type", "default"));
     if (type == "llama3") {
       hp.rope_scaling.type = "llama3";
@@ -261,15 +263,33 @@ HParams hparams_from_hf_config(const std::string& cfg_path) {
       hp.rope_scaling.original_max_pos =
           r.int_opt_in("original_max_position_embeddings", 8192, 1, kMaxCtxTrain);
       if (!(hp.rope_scaling.high_freq_factor > hp.rope_scaling.low_freq_factor))
-        fail("{}: rope_scaling high_freq_factor must exceed low_freq_factor", cfg_path);
+        fail("{}: {} high_freq_factor must exceed low_freq_factor", cfg_path, where);
     } else if (type == "linear") {
       hp.rope_scaling.type = "linear";
       hp.rope_scaling.factor = static_cast<float>(r.num_opt_in("factor", 1.0, 0.0, 1e6));
     } else if (type == "longrope" || type == "su") {
-      fail("{}: rope_scaling type '{}' (LongRoPE, the 128k Phi-3 models) is not supported", cfg_path, type);
+      fail("{}: {} type '{}' (LongRoPE, the 128k Phi-3 models) is not supported", cfg_path, where, type);
     } else if (type != "default") {
-      fail("{}: rope_scaling type '{}' is not supported (supported: llama3, linear)", cfg_path, type);
+      fail("{}: {} type '{}' is not supported (supported: llama3, linear)", cfg_path, where, type);
     }
+    if (r.get("rope_theta")) hp.rope_theta = static_cast<float>(r.num_opt_in("rope_theta", 10000.0, 1e-6, 1e12));
+  };
+  if (const json* rp = c.get("rope_parameters")) {
+    if (!rp->is_object()) fail("{}: 'rope_parameters' must be an object or null", cfg_path);
+    const json* full = rp->contains("full_attention") ? &(*rp)["full_attention"] : nullptr;
+    read_scaling(full ? *full : *rp, full ? "rope_parameters.full_attention" : "rope_parameters");
+    if (const json* sl = rp->contains("sliding_attention") ? &(*rp)["sliding_attention"] : nullptr) {
+      if (hp.rope_theta_swa <= 0)
+        fail("{}: rope_parameters.sliding_attention is given but this {} model has one RoPE table", cfg_path,
+             hp.arch_name);
+      Config r{*sl, cfg_path};
+      if (r.str_opt("rope_type", "default") != "default")
+        fail("{}: rope_parameters.sliding_attention.rope_type must be \"default\" (the local layers are unscaled)",
+             cfg_path);
+      hp.rope_theta_swa = static_cast<float>(r.num_opt_in("rope_theta", hp.rope_theta_swa, 1e-6, 1e12));
+    }
+  } else if (const json* rs = c.get("rope_scaling")) {
+    read_scaling(*rs, "rope_scaling");
   }
 
   hp.validate(cfg_path);

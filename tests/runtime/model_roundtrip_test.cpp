@@ -178,6 +178,19 @@ TEST(ModelRoundTrip, Gemma3ConfigVariantsAndRefusals) {
   auto m = with([](nlohmann::json& c) { c.erase("layer_types"); c.erase("sliding_window_pattern"); });
   EXPECT_EQ(m->hp.swa_period, 6);
   expect_close(run(*m, 80), want, 1e-4f);
+  // transformers 5's rope_parameters per layer type instead of rope_theta / rope_scaling /
+  // rope_local_base_freq: the same model.
+  m = with([](nlohmann::json& c) {
+    c.erase("rope_theta");
+    c.erase("rope_scaling");
+    c.erase("rope_local_base_freq");
+    c["rope_parameters"] = {{"full_attention", {{"rope_type", "linear"}, {"factor", 8.0}, {"rope_theta", 1e6}}},
+                            {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 10000.0}}}};
+  });
+  EXPECT_EQ(m->hp.rope_theta, 1e6f);
+  EXPECT_EQ(m->hp.rope_scaling.type, "linear");
+  EXPECT_EQ(m->hp.rope_theta_swa, 10000.0f);
+  expect_close(run(*m, 80), want, 1e-4f);
   // A different local base: read, and the logits move (the local layers' rotation changed).
   m = with([](nlohmann::json& c) { c["rope_local_base_freq"] = 50000.0; });
   EXPECT_EQ(m->hp.rope_theta_swa, 50000.0f);
@@ -185,6 +198,11 @@ TEST(ModelRoundTrip, Gemma3ConfigVariantsAndRefusals) {
   float diff = 0;
   for (size_t i = 0; i < moved.size(); ++i) diff = std::max(diff, std::fabs(moved[i] - want[i]));
   EXPECT_GT(diff, 1e-3f);
+  EXPECT_NE(error_of([](nlohmann::json& c) {
+              c["rope_parameters"] = {{"full_attention", {{"rope_type", "default"}}},
+                                      {"sliding_attention", {{"rope_type", "linear"}, {"factor", 2.0}}}};
+            }).find("sliding_attention.rope_type"),
+            std::string::npos);
   EXPECT_NE(error_of([](nlohmann::json& c) { c["layer_types"][0] = "full_attention"; }).find("layer_types[0]"),
             std::string::npos);
   EXPECT_NE(error_of([](nlohmann::json& c) { c["architectures"] = {"Gemma3ForConditionalGeneration"}; })
