@@ -14,9 +14,10 @@ void run_info(const std::string& path) {
   auto m = Model::load(path);
   fmt::print("model:        {} ({} format, loaded in {:.2f} s)\n", m->name, m->format, t.seconds());
   fmt::print("shape:        {}\n", m->hp.summary());
-  fmt::print("rope:         {} style, dim {}, theta {}, scaling {}\n",
+  fmt::print("rope:         {} style, dim {}, theta {}, scaling {}{}\n",
              m->hp.rope_style == kernels::RopeStyle::Interleaved ? "interleaved" : "rotate-half", m->hp.rope_dim,
-             m->hp.rope_theta, m->hp.rope_scaling.type);
+             m->hp.rope_theta, m->hp.rope_scaling.type,
+             m->hp.rope_theta_swa > 0 ? fmt::format("; local layers theta {}, unscaled", m->hp.rope_theta_swa) : "");
   std::map<std::string, std::pair<int, size_t>> types;
   auto count = [&](const TensorView& v) {
     if (!v.valid()) return;
