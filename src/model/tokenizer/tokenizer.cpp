@@ -192,7 +192,7 @@ class PipelineTokenizer final : public Tokenizer {
     const int32_t t = spec_.types[id];
     if (is_special_type(t)) return text;
     // User-defined tokens of a SentencePiece vocabulary are decoded like the others (U+2581 -> ' '):
-    // Gemma's runs of spaces ("▁▁", ..., ids 138-168) are user-defined, and HF's decoder chain
+    // Gemma's runs of spaces ("▁▁", ..., ids 138-167) are user-defined, and HF's decoder chain
     // (Replace ▁ -> ' ') runs over every token, added ones included (checked against transformers.js,
     // tests/model/tokenizer_js). llama.cpp (2025-02-20, token_to_piece) copies user-defined tokens raw,
     // printing "▁▁" for two spaces.
