@@ -228,7 +228,9 @@ void StatsCollector::chunk_scores(const KvCache& c, int layer, const ChunkBuffer
       K.resize(static_cast<size_t>(rg.m) * D);  // [m][D] the chunk's keys of this KV head
       c.gather(layer, kvh, rg.s0, rg.s0 + rg.m, K.data(), nullptr);
       S.resize(static_cast<size_t>(nq) * rg.m);  // [nq][m] logits, then probabilities
-      // Eq. 5 has no 1/sqrt(d) (both official implementations use none either): scale 1.
+      // Eq. 5 has no 1/sqrt(d) (both official implementations use none either): scale 1. Nor
+      // Gemma 2's soft-cap: Eq. 5 is the paper's own score, not the model's attention (whose cap
+      // applies to scaled logits), and neither official code caps it.
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, rg.m, D, 1.0f, buf.q.data() + qh * D, H * D, K.data(),
                   D, 0.0f, S.data(), rg.m);
       std::vector<float>& acc = part[static_cast<size_t>(qh)];
