@@ -45,33 +45,35 @@ HParams phi3(int vocab, int embd, int layers, int heads, int kv, int ff, int ctx
   return hp;
 }
 
-// Gemma 2: GeGLU, pre- and post-norms, soft-capping (attention 50, final 30), tied embeddings, a
-// 4,096-token window on the even layers, attention scale query_pre_attn_scalar^-1/2 (= head_dim on 2B/9B).
-HParams gemma2(int vocab, int embd, int layers, int heads, int kv, int head_dim, int ff, int window) {
-  HParams hp = make(Arch::Gemma2, vocab, embd, layers, heads, kv, ff, 8192, 10000.f, 1e-6f, true);
+// Gemma 2 and 3: GeGLU, pre- and post-norms, tied embeddings, head_dim apart from the width, a
+// window on every layer but each period-th, attention scale query_pre_attn_scalar^-1/2 (= head_dim
+// on all but the largest models).
+HParams gemma(Arch arch, int vocab, int embd, int layers, int heads, int kv, int head_dim, int ff, int ctx, float theta,
+              int window, int period) {
+  HParams hp = make(arch, vocab, embd, layers, heads, kv, ff, ctx, theta, 1e-6f, true);
   hp.head_dim = head_dim;
   hp.rope_dim = head_dim;
   hp.gemma_block = true;
   hp.n_swa = window;
-  hp.swa_period = 2;
-  hp.attn_softcap = 50.0f;
-  hp.final_softcap = 30.0f;
+  hp.swa_period = period;
   hp.query_scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   return hp;
 }
 
-// Gemma 3 (text): Gemma 2's block without soft-capping, per-head Q/K norms, five local layers per
-// global one, global RoPE base 1e6 (linear scaling 8 on the 4B and larger), local base 10k.
+// Gemma 2: soft-capping (attention 50, final 30), a 4,096-token window on the even layers.
+HParams gemma2(int vocab, int embd, int layers, int heads, int kv, int head_dim, int ff, int window) {
+  HParams hp = gemma(Arch::Gemma2, vocab, embd, layers, heads, kv, head_dim, ff, 8192, 10000.f, window, 2);
+  hp.attn_softcap = 50.0f;
+  hp.final_softcap = 30.0f;
+  return hp;
+}
+
+// Gemma 3 (text): no soft-capping, per-head Q/K norms, five local layers per global one, global
+// RoPE base 1e6 (linear scaling 8 on the 4B and larger), local base 10k.
 HParams gemma3(int vocab, int embd, int layers, int heads, int kv, int head_dim, int ff, int ctx, int window) {
-  HParams hp = make(Arch::Gemma3, vocab, embd, layers, heads, kv, ff, ctx, 1000000.f, 1e-6f, true);
-  hp.head_dim = head_dim;
-  hp.rope_dim = head_dim;
-  hp.gemma_block = true;
+  HParams hp = gemma(Arch::Gemma3, vocab, embd, layers, heads, kv, head_dim, ff, ctx, 1000000.f, window, 6);
   hp.qk_norm = true;
-  hp.n_swa = window;
-  hp.swa_period = 6;
   hp.rope_theta_swa = 10000.0f;
-  hp.query_scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   return hp;
 }
 

@@ -2,7 +2,8 @@
 """kvshrink's Qwen3, Gemma 2 and Gemma 3 forwards against independent references (issue 26).
 
 The references below are written from transformers' published definitions in PyTorch (Debian's
-python3-torch, float64), one function per architecture, and share no code with the engine:
+python3-torch, float64), one function per model family (Gemma 3 as Gemma 2 plus its additions, as
+transformers' modular_gemma3.py derives it), and share no code with the engine:
   - qwen3 (modeling_qwen3.py): Qwen3RMSNorm, Qwen3Attention with q_norm/k_norm over head_dim
     before rotate-half RoPE, Qwen3MLP, Qwen3DecoderLayer, tied or separate lm_head;
   - gemma2 (modeling_gemma2.py): embeddings times sqrt(hidden_size), Gemma2RMSNorm (x * (1 + w)),
@@ -121,76 +122,28 @@ def qwen3_forward(torch, cfg, W):
     return forward
 
 
-def gemma2_forward(torch, cfg, W):
-    H, Hkv, D = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
-    E, eps, theta, L = cfg["hidden_size"], cfg["rms_norm_eps"], cfg["rope_theta"], cfg["num_hidden_layers"]
-    window, scaling = cfg["sliding_window"], cfg["query_pre_attn_scalar"] ** -0.5
-    attn_cap, final_cap = cfg.get("attn_logit_softcapping"), cfg.get("final_logit_softcapping")
-    emb_w = W["model.embed_tokens.weight"]
-    gelu = lambda t: torch.nn.functional.gelu(t, approximate="tanh")  # hidden_activation gelu_pytorch_tanh
-
-    def rms_norm(x, w):  # Gemma2RMSNorm: x / sqrt(mean(x^2) + eps) * (1 + w)
-        return (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)) * (1.0 + w)
-
-    def rotate_half(x):
-        x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
-        return torch.cat((-x2, x1), dim=-1)
-
-    def forward(tokens):
-        T = len(tokens)
-        x = emb_w[torch.tensor(tokens)] * torch.tensor(E ** 0.5, dtype=torch.float64)  # Gemma2Model's normalizer
-        inv_freq = 1.0 / (theta ** (torch.arange(0, D, 2, dtype=torch.float64) / D))
-        freqs = torch.arange(T, dtype=torch.float64)[:, None] * inv_freq[None, :]
-        emb = torch.cat((freqs, freqs), dim=-1)
-        cos, sin = emb.cos()[None], emb.sin()[None]
-        qi, ki = torch.arange(T)[:, None], torch.arange(T)[None, :]
-        causal = torch.where(ki > qi, float("-inf"), 0.0).double()
-        sliding = torch.where((ki > qi) | (qi - ki >= window), float("-inf"), 0.0).double()
-        for i in range(L):
-            p = f"model.layers.{i}."
-            h = rms_norm(x, W[p + "input_layernorm.weight"])
-            q = (h @ W[p + "self_attn.q_proj.weight"].T).view(T, H, D).transpose(0, 1)
-            k = (h @ W[p + "self_attn.k_proj.weight"].T).view(T, Hkv, D).transpose(0, 1)
-            v = (h @ W[p + "self_attn.v_proj.weight"].T).view(T, Hkv, D).transpose(0, 1)
-            q = q * cos + rotate_half(q) * sin
-            k = k * cos + rotate_half(k) * sin
-            k = k.repeat_interleave(H // Hkv, dim=0)
-            v = v.repeat_interleave(H // Hkv, dim=0)
-            s = q @ k.transpose(1, 2) * scaling
-            if attn_cap:
-                s = torch.tanh(s / attn_cap) * attn_cap
-            s = s + (sliding if i % 2 == 0 else causal)  # Gemma2DecoderLayer.is_sliding = not layer_idx % 2
-            att = torch.softmax(s, dim=-1) @ v
-            a = att.transpose(0, 1).reshape(T, H * D) @ W[p + "self_attn.o_proj.weight"].T
-            x = x + rms_norm(a, W[p + "post_attention_layernorm.weight"])
-            h = rms_norm(x, W[p + "pre_feedforward_layernorm.weight"])
-            f = (gelu(h @ W[p + "mlp.gate_proj.weight"].T) * (h @ W[p + "mlp.up_proj.weight"].T)) @ W[p + "mlp.down_proj.weight"].T
-            x = x + rms_norm(f, W[p + "post_feedforward_layernorm.weight"])
-        lg = rms_norm(x, W["model.norm.weight"]) @ emb_w.T
-        if final_cap:
-            lg = torch.tanh(lg / final_cap) * final_cap
-        return lg
-
-    return forward
-
-
-def gemma3_forward(torch, cfg, W):
+def gemma_forward(torch, cfg, W):
+    """Gemma 2 (modeling_gemma2.py) and Gemma 3 text (modeling_gemma3.py, whose modular source
+    derives it from Gemma 2): the same layer; Gemma 3 adds q_norm / k_norm before RoPE, a local
+    rotary table and its own local/global pattern."""
+    gemma3 = cfg["model_type"] == "gemma3_text"
     H, Hkv, D = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
     E, eps, L = cfg["hidden_size"], cfg["rms_norm_eps"], cfg["num_hidden_layers"]
     window, scaling = cfg["sliding_window"], cfg["query_pre_attn_scalar"] ** -0.5
-    pattern = cfg.get("sliding_window_pattern", 6)
+    # Gemma2DecoderLayer.is_sliding = not layer_idx % 2; Gemma3DecoderLayer: (layer_idx + 1) % pattern.
+    pattern = cfg.get("sliding_window_pattern", 6) if gemma3 else 2
     attn_cap, final_cap = cfg.get("attn_logit_softcapping"), cfg.get("final_logit_softcapping")
     emb_w = W["model.embed_tokens.weight"]
     gelu = lambda t: torch.nn.functional.gelu(t, approximate="tanh")  # hidden_activation gelu_pytorch_tanh
 
-    def rms_norm(x, w):  # Gemma3RMSNorm: x / sqrt(mean(x^2) + eps) * (1 + w), over the last dimension
+    def rms_norm(x, w):  # Gemma2RMSNorm / Gemma3RMSNorm: x / sqrt(mean(x^2) + eps) * (1 + w), last dimension
         return (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)) * (1.0 + w)
 
     def rotate_half(x):
         x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
         return torch.cat((-x2, x1), dim=-1)
 
-    def rope_tables(T, base, factor):  # Gemma3RotaryEmbedding: default, or linear (inv_freq / factor)
+    def rope_tables(T, base, factor):  # default rotary embedding, or linear (inv_freq / factor)
         inv_freq = 1.0 / (base ** (torch.arange(0, D, 2, dtype=torch.float64) / D)) / factor
         freqs = torch.arange(T, dtype=torch.float64)[:, None] * inv_freq[None, :]
         emb = torch.cat((freqs, freqs), dim=-1)
@@ -204,22 +157,25 @@ def gemma3_forward(torch, cfg, W):
 
     def forward(tokens):
         T = len(tokens)
-        x = emb_w[torch.tensor(tokens)] * torch.tensor(E ** 0.5, dtype=torch.float64)  # Gemma3TextScaledWordEmbedding
+        x = emb_w[torch.tensor(tokens)] * torch.tensor(E ** 0.5, dtype=torch.float64)  # the embedding normalizer
         cos_g, sin_g = rope_tables(T, cfg["rope_theta"], global_factor)  # rotary_emb
-        cos_l, sin_l = rope_tables(T, cfg.get("rope_local_base_freq", 10000.0), 1.0)  # rotary_emb_local
+        # Gemma 3's rotary_emb_local (rope_local_base_freq, unscaled); Gemma 2 has one table.
+        cos_l, sin_l = rope_tables(T, cfg.get("rope_local_base_freq", 10000.0), 1.0) if gemma3 else (cos_g, sin_g)
         qi, ki = torch.arange(T)[:, None], torch.arange(T)[None, :]
         causal = torch.where(ki > qi, float("-inf"), 0.0).double()
         sliding = torch.where((ki > qi) | (qi - ki >= window), float("-inf"), 0.0).double()
         for i in range(L):
             p = f"model.layers.{i}."
-            is_sliding = bool((i + 1) % pattern)  # Gemma3DecoderLayer.is_sliding
+            is_sliding = bool((i + 1) % pattern)
             cos, sin = (cos_l, sin_l) if is_sliding else (cos_g, sin_g)
             h = rms_norm(x, W[p + "input_layernorm.weight"])
             q = (h @ W[p + "self_attn.q_proj.weight"].T).view(T, H, D)
             k = (h @ W[p + "self_attn.k_proj.weight"].T).view(T, Hkv, D)
             v = (h @ W[p + "self_attn.v_proj.weight"].T).view(T, Hkv, D).transpose(0, 1)
-            q = rms_norm(q, W[p + "self_attn.q_norm.weight"]).transpose(0, 1)  # [H, T, D]
-            k = rms_norm(k, W[p + "self_attn.k_norm.weight"]).transpose(0, 1)  # [Hkv, T, D]
+            if gemma3:  # Gemma3Attention: q_norm / k_norm over head_dim, before RoPE
+                q = rms_norm(q, W[p + "self_attn.q_norm.weight"])
+                k = rms_norm(k, W[p + "self_attn.k_norm.weight"])
+            q, k = q.transpose(0, 1), k.transpose(0, 1)  # [H, T, D], [Hkv, T, D]
             q = q * cos + rotate_half(q) * sin
             k = k * cos + rotate_half(k) * sin
             k = k.repeat_interleave(H // Hkv, dim=0)
@@ -248,7 +204,7 @@ def reference_logits(hf_dir, ids, n_greedy):
     torch.set_num_threads(2)
     cfg = json.load(open(os.path.join(hf_dir, "config.json")))
     W = {k: torch.from_numpy(v).double() for k, v in load_safetensors(os.path.join(hf_dir, "model.safetensors")).items()}
-    forwards = {"qwen3": qwen3_forward, "gemma2": gemma2_forward, "gemma3_text": gemma3_forward}
+    forwards = {"qwen3": qwen3_forward, "gemma2": gemma_forward, "gemma3_text": gemma_forward}
     if cfg["model_type"] not in forwards:
         sys.exit(f"no reference forward for model_type {cfg['model_type']}")
     forward = forwards[cfg["model_type"]](torch, cfg, W)
