@@ -140,33 +140,33 @@ void load_gguf(Model& m, const std::string& path) {
       fail("{}: this Phi-3 file uses LongRoPE (rope_factors_long/short, the 128k models), which is not supported", path);
   }
 
-  if (hp.arch == Arch::Gemma2) {
-    // llama.cpp's defaults where the file is silent: window 4,096, soft-caps 50 (attention) and 30 (final).
+  if (hp.gemma_block) {
+    // llama.cpp's gemma2 defaults the window to 4,096 and the soft-caps to 50 (attention) and 30
+    // (final) where the file is silent; its gemma3 requires the window and reads no soft-capping
+    // (0 here unless the file carries the keys: kvshrink writes them for a config that sets them).
+    const bool g2 = hp.arch == Arch::Gemma2;
     auto num = [&](const char* k, double def, double lo, double hi) {
       const double v = g.get_float_opt(key(k)).value_or(def);
       if (!(v >= lo && v <= hi)) fail("{}: {} = {} out of range ({}..{})", path, key(k), v, lo, hi);
       return v;
     };
-    hp.n_swa = static_cast<int>(g.get_int_opt(key("attention.sliding_window")).value_or(4096));
+    hp.n_swa = static_cast<int>(g2 ? g.get_int_opt(key("attention.sliding_window")).value_or(4096)
+                                   : g.get_int(key("attention.sliding_window")));
     if (hp.n_swa <= 0 || hp.n_swa > (1 << 24))
       fail("{}: {} = {} out of range", path, key("attention.sliding_window"), hp.n_swa);
-    hp.attn_softcap = static_cast<float>(num("attn_logit_softcapping", 50.0, 0.0, 1e6));
-    hp.final_softcap = static_cast<float>(num("final_logit_softcapping", 30.0, 0.0, 1e6));
-    // The GGUF carries no query_pre_attn_scalar: llama.cpp scales queries by 1/sqrt(head_dim) for
-    // the 2B and 9B models and by 1/sqrt(n_embd / n_head) for the 27B (46 layers), as Google's
-    // gemma_pytorch does (query_pre_attn_scalar 144 = 4,608 / 32 there).
-    const int qpas = hp.n_layer == 46 ? hp.n_embd / hp.n_head : hp.head_dim;
+    hp.attn_softcap = static_cast<float>(num("attn_logit_softcapping", g2 ? 50.0 : 0.0, 0.0, 1e6));
+    hp.final_softcap = static_cast<float>(num("final_logit_softcapping", g2 ? 30.0 : 0.0, 0.0, 1e6));
+    // The GGUF carries no query_pre_attn_scalar: llama.cpp scales queries by 1/sqrt(head_dim), and
+    // by 1/sqrt(n_embd / n_head) for the 27B models (Gemma 2: 46 layers, query_pre_attn_scalar 144 =
+    // 4,608 / 32; Gemma 3: 62 layers, 168 = 5,376 / 32), as Google's gemma_pytorch does.
+    const int qpas = hp.n_layer == (g2 ? 46 : 62) ? hp.n_embd / hp.n_head : hp.head_dim;
     hp.query_scale = 1.0f / std::sqrt(static_cast<float>(qpas));
   }
 
   if (hp.arch == Arch::Gemma3) {
-    // llama.cpp requires the window (no default) and reads no soft-capping for gemma3. The local
-    // layers' RoPE base is 10,000 unless the file carries gemma3.rope.freq_base_swa (later
-    // llama.cpp converters write it); the global layers' base and linear scaling are the
+    // The local layers' RoPE base is 10,000 unless the file carries gemma3.rope.freq_base_swa
+    // (later llama.cpp converters write it); the global layers' base and linear scaling are the
     // rope.freq_base / rope.scaling keys read above.
-    hp.n_swa = static_cast<int>(g.get_int(key("attention.sliding_window")));
-    if (hp.n_swa <= 0 || hp.n_swa > (1 << 24))
-      fail("{}: {} = {} out of range", path, key("attention.sliding_window"), hp.n_swa);
     if (auto pat = g.get_int_opt(key("attention.sliding_window_pattern"))) {
       if (*pat < 1 || *pat > 1024) fail("{}: {} = {} out of range", path, key("attention.sliding_window_pattern"), *pat);
       hp.swa_period = static_cast<int>(*pat);
@@ -174,17 +174,6 @@ void load_gguf(Model& m, const std::string& path) {
     const double base_swa = g.get_float_opt(key("rope.freq_base_swa")).value_or(10000.0);
     if (!(base_swa > 0 && base_swa < 1e12)) fail("{}: {} = {} out of range", path, key("rope.freq_base_swa"), base_swa);
     hp.rope_theta_swa = static_cast<float>(base_swa);
-    // Attention scale: llama.cpp's gemma3 rule, 1/sqrt(n_embd / n_head) for the 27B (62 layers),
-    // 1/sqrt(head_dim) otherwise (query_pre_attn_scalar 168 = 5,376 / 32 there, 256 = head_dim elsewhere).
-    const int qpas = hp.n_layer == 62 ? hp.n_embd / hp.n_head : hp.head_dim;
-    hp.query_scale = 1.0f / std::sqrt(static_cast<float>(qpas));
-    auto cap = [&](const char* k) {  // written by kvshrink only, for a config that sets them
-      const double v = g.get_float_opt(key(k)).value_or(0.0);
-      if (!(v >= 0 && v <= 1e6)) fail("{}: {} = {} out of range (0..1e6)", path, key(k), v);
-      return static_cast<float>(v);
-    };
-    hp.attn_softcap = cap("attn_logit_softcapping");
-    hp.final_softcap = cap("final_logit_softcapping");
   }
 
   m.tok_embd = find_tensor(g, "token_embd.weight", true);
