@@ -1,7 +1,9 @@
 // Decode attention over a long per-head paged cache: the part of decode that grows with context.
 #include <benchmark/benchmark.h>
 
+#include <memory>
 #include <random>
+#include <vector>
 
 #include "kvcache/attention.h"
 
@@ -41,6 +43,61 @@ BENCHMARK(BM_DecodeAttention)
     ->ArgsProduct({{2048, 8192}, {0, 1}, {1, 2}})
     ->ArgNames({"ctx", "f16", "thr"})
     ->Unit(benchmark::kMicrosecond);
+
+// Batched decoding: 16 sequences of `ctx` tokens each, one query each, over 8 layers of the
+// SmolLM2-135M attention shape (9 query heads on 3 KV heads, head_dim 64, F16 pages): 200 MB of
+// KV at 2,048 tokens, so the pages come from DRAM as in a real step (the single-layer benchmark
+// above stays in the L3). args: context length, mode (0 = one attention() call per sequence,
+// 1 = attention_batch over all of them), threads.
+void BM_BatchedDecodeAttention(benchmark::State& st) {
+  const int L = static_cast<int>(st.range(0)), n_seq = 16, n_layer = 8;
+  const bool batched = st.range(1) == 1;
+  const int threads = static_cast<int>(st.range(2));
+  KvLayout l{n_layer, 3, 64, DType::F16, 32};
+  PagePool pool(l.page_bytes());
+  std::vector<std::unique_ptr<KvCache>> caches;
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd;
+  std::vector<float> k(static_cast<size_t>(L) * 3 * 64), v(k.size());
+  std::vector<int32_t> pos(L);
+  for (int i = 0; i < L; ++i) pos[i] = i;
+  for (int sq = 0; sq < n_seq; ++sq) caches.push_back(std::make_unique<KvCache>(pool, l));
+  // Appended layer by layer, sequence by sequence, in prefill-sized chunks, as an engine fills them.
+  for (int c0 = 0; c0 < L; c0 += 512)
+    for (int sq = 0; sq < n_seq; ++sq)
+      for (int il = 0; il < n_layer; ++il) {
+        const int n = std::min(512, L - c0);
+        for (auto& x : k) x = nd(rng);
+        for (auto& x : v) x = nd(rng);
+        caches[sq]->append(il, n, k.data(), v.data(), pos.data() + c0);
+      }
+  AttnShape s{9, 3, 64, 0.125f};
+  std::vector<float> q(static_cast<size_t>(n_seq) * 9 * 64), out(q.size());
+  for (auto& x : q) x = nd(rng);
+  int32_t qp = L;
+  ThreadPool tp(threads);
+  AttnScratch scr;
+  std::vector<AttnJob> jobs;
+  for (int sq = 0; sq < n_seq; ++sq)
+    jobs.push_back({caches[sq].get(), q.data() + sq * 9 * 64, &qp, 1, out.data() + sq * 9 * 64, nullptr});
+  for (auto _ : st) {
+    for (int il = 0; il < n_layer; ++il) {
+      if (batched) {
+        attention_batch(jobs, il, s, tp, scr);
+      } else {
+        for (const AttnJob& j : jobs) attention(*j.cache, il, s, j.q, j.qpos, 1, j.out, nullptr, tp, scr);
+      }
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  const double bytes = static_cast<double>(L) * 3 * 64 * 2 * 2 * n_seq * n_layer;
+  st.counters["GB/s"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_BatchedDecodeAttention)
+    ->ArgsProduct({{2048}, {0, 1}, {1, 2}})
+    ->ArgNames({"ctx", "batched", "thr"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace kvs

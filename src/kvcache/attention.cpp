@@ -4,8 +4,10 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
+#include <span>
 
 #include "core/error.h"
 #include "core/fp16.h"
@@ -59,58 +61,82 @@ float compat_probs(float* row, int32_t n, float m) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Decode path: tasks are (kv head, key range); each computes, for every query of the batch and
-// every query head of the group, a partial (max m, sum l, acc[D]) that is merged afterwards.
-// Keys and values are read page by page, each row once for the whole group (attn_rows.h).
-void attention_decode(const KvCache& c, int layer, const AttnShape& s, const float* q, const int32_t* qpos,
-                      int n_tok, float* out, float* lse, ThreadPool& pool, AttnScratch& scr) {
+// Decode path, over one or more sequences (jobs) at once: tasks are (job, kv head, key range);
+// each computes, for every query of its job's batch and every query head of the group, a partial
+// (max m, sum l, acc[D]) that is merged afterwards. Keys and values are read page by page, each
+// row once for the whole group (attn_rows.h). The tasks of every job go to the threads from one
+// counter (whichever is free takes the next), so a batched decode step costs one parallel
+// section per layer instead of one per sequence, and a thread that finishes early keeps working.
+// Which thread runs a task does not change its result, and the merge order is fixed: the output
+// is the same for any thread count and batch.
+void attention_decode(std::span<const AttnJob> jobs, int layer, const AttnShape& s, ThreadPool& pool,
+                      AttnScratch& scr) {
   const int H = s.n_head, Hkv = s.n_head_kv, D = s.head_dim, G = H / Hkv;
-  const int P = c.layout().page_tokens;
-  const DType kt = c.layout().dtype;
-  const bool quantized = kt == DType::Q8_0 || kt == DType::Q4_0;
   struct Task {
-    int kvh;
-    int32_t b, e;
+    int job, kvh;
+    int32_t b, e;  // slots [b, e) of the head
+    size_t off;    // the task's partial in scr.partial: acc [nq][D], then (m, l) [nq][2]
   };
   std::vector<Task> tasks;
+  std::vector<size_t> first_task(jobs.size() + 1);  // tasks of job j: [first_task[j], first_task[j + 1])
   const int32_t window = s.window(layer);
-  for (int kvh = 0; kvh < Hkv; ++kvh) {
-    // Slots [W, L): visible to some query of the batch (W: the first query's window start).
-    const int32_t L = visible_prefix(c.head(layer, kvh), qpos[n_tok - 1]);
-    const int32_t W = std::min(L, window_start(c.head(layer, kvh), qpos[0], window));
-    // Compat mode rounds normalised probabilities, which needs the whole row in one task.
-    const int32_t n_split = s.f16_compat ? 1 : std::max<int32_t>(1, (L - W + kDecodeRange - 1) / kDecodeRange);
-    for (int32_t sp = 0; sp < n_split; ++sp) {
-      auto [b, e] = ThreadPool::split(L - W, sp, n_split);
-      tasks.push_back({kvh, W + static_cast<int32_t>(b), W + static_cast<int32_t>(e)});
+  size_t partial_floats = 0;
+  int32_t range = kDecodeRange;
+  int max_nq = 0, P_max = 0;
+  bool quantized = false;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    const AttnJob& jb = jobs[j];
+    const KvCache& c = *jb.cache;
+    const int nq = jb.n_tok * G;  // queries per task: [t][g]
+    max_nq = std::max(max_nq, nq);
+    const DType kt = c.layout().dtype;
+    if (kt == DType::Q8_0 || kt == DType::Q4_0) {
+      quantized = true;
+      P_max = std::max(P_max, c.layout().page_tokens);
+    }
+    first_task[j] = tasks.size();
+    for (int kvh = 0; kvh < Hkv; ++kvh) {
+      // Slots [W, L): visible to some query of the batch (W: the first query's window start).
+      const int32_t L = visible_prefix(c.head(layer, kvh), jb.qpos[jb.n_tok - 1]);
+      const int32_t W = std::min(L, window_start(c.head(layer, kvh), jb.qpos[0], window));
+      // Compat mode rounds normalised probabilities, which needs the whole row in one task.
+      const int32_t n_split = s.f16_compat ? 1 : std::max<int32_t>(1, (L - W + kDecodeRange - 1) / kDecodeRange);
+      for (int32_t sp = 0; sp < n_split; ++sp) {
+        auto [b, e] = ThreadPool::split(L - W, sp, n_split);
+        tasks.push_back({static_cast<int>(j), kvh, W + static_cast<int32_t>(b), W + static_cast<int32_t>(e), partial_floats});
+        partial_floats += static_cast<size_t>(nq) * (D + 2);
+        range = std::max(range, static_cast<int32_t>(e - b));
+      }
     }
   }
-  const int nq = n_tok * G;  // queries per task: [t][g]
-  // Per task: acc [nq][D], then (m, l) [nq][2].
-  const size_t task_stride = static_cast<size_t>(nq) * (D + 2);
-  scr.partial.resize(tasks.size() * task_stride);
+  first_task[jobs.size()] = tasks.size();
+  scr.partial.resize(std::max<size_t>(1, partial_floats));
   const int nth = pool.size();
   if (static_cast<int>(scr.per_thread.size()) < nth) scr.per_thread.resize(nth);
-  int32_t range = kDecodeRange;
-  for (const Task& tk : tasks) range = std::max(range, tk.e - tk.b);
   // Per thread: scores [nq][range], queries [nq][D], and for quantised pages one dequantised page tile [P][D].
-  const size_t tile_floats = quantized ? static_cast<size_t>(P) * D : 0;
+  const size_t tile_floats = quantized ? static_cast<size_t>(P_max) * D : 0;
   for (int t = 0; t < nth; ++t)
-    scr.per_thread[t].resize(static_cast<size_t>(nq) * (range + 1) + static_cast<size_t>(nq) * D + tile_floats);
+    scr.per_thread[t].resize(static_cast<size_t>(max_nq) * (range + 1) + static_cast<size_t>(max_nq) * D + tile_floats);
 
-  pool.run([&](int ith, int nthr) {
-    float* sc = scr.per_thread[ith].data();            // [nq][range] scores, then probabilities
-    float* qc = sc + static_cast<size_t>(nq) * range;  // [nq][D] queries (F16-rounded in compat mode)
-    float* tile = qc + static_cast<size_t>(nq) * D;     // [P][D] a dequantised page (Q8_0 / Q4_0)
-    for (size_t ti = ith; ti < tasks.size(); ti += nthr) {
+  std::atomic<size_t> next{0};
+  pool.run([&](int ith, int) {
+    float* sc = scr.per_thread[ith].data();                // [nq][range] scores, then probabilities
+    float* qc = sc + static_cast<size_t>(max_nq) * range;  // [nq][D] queries (F16-rounded in compat mode)
+    float* tile = qc + static_cast<size_t>(max_nq) * D;    // [P][D] a dequantised page (Q8_0 / Q4_0)
+    for (size_t ti; (ti = next.fetch_add(1, std::memory_order_relaxed)) < tasks.size();) {
       const Task& tk = tasks[ti];
+      const AttnJob& jb = jobs[static_cast<size_t>(tk.job)];
+      const KvCache& c = *jb.cache;
+      const int P = c.layout().page_tokens;
+      const DType kt = c.layout().dtype;
+      const int n_tok = jb.n_tok, nq = n_tok * G;
       const HeadCache& h = c.head(layer, tk.kvh);
       const int32_t n = tk.e - tk.b;
-      float* acc = scr.partial.data() + ti * task_stride;  // [nq][D]
-      float* ml = acc + static_cast<size_t>(nq) * D;        // [nq][2]
+      float* acc = scr.partial.data() + tk.off;       // [nq][D]
+      float* ml = acc + static_cast<size_t>(nq) * D;  // [nq][2]
       for (int t = 0; t < n_tok; ++t)
         for (int g = 0; g < G; ++g) {
-          const float* src = q + (static_cast<size_t>(t) * H + tk.kvh * G + g) * D;
+          const float* src = jb.q + (static_cast<size_t>(t) * H + tk.kvh * G + g) * D;
           float* dst = qc + static_cast<size_t>(t * G + g) * D;
           for (int d = 0; d < D; ++d) dst[d] = s.f16_compat ? round_f16(src[d]) : src[d];
         }
@@ -125,8 +151,8 @@ void attention_decode(const KvCache& c, int layer, const AttnShape& s, const flo
       }
       // Soft-capping, the causal (and window) mask (slots are sorted by position), then the softmax pieces.
       for (int t = 0; t < n_tok; ++t) {
-        const int32_t vis = visible_prefix(h, qpos[t]) - tk.b;
-        const int32_t first = window_start(h, qpos[t], window) - tk.b;
+        const int32_t vis = visible_prefix(h, jb.qpos[t]) - tk.b;
+        const int32_t first = window_start(h, jb.qpos[t], window) - tk.b;
         for (int g = 0; g < G; ++g) {
           const int qi = t * G + g;
           float* row = sc + static_cast<size_t>(qi) * range;
@@ -157,30 +183,41 @@ void attention_decode(const KvCache& c, int layer, const AttnShape& s, const flo
     }
   });
 
-  // Merge partials per (token, query head).
-  for (int t = 0; t < n_tok; ++t) {
-    for (int qh = 0; qh < H; ++qh) {
-      const int kvh = qh / G, g = qh % G, qi = t * G + g;
-      float m = kNegInf;
-      for (size_t ti = 0; ti < tasks.size(); ++ti)
-        if (tasks[ti].kvh == kvh) m = std::max(m, scr.partial[ti * task_stride + static_cast<size_t>(nq) * D + 2 * qi]);
-      float* o = out + (static_cast<size_t>(t) * H + qh) * D;
-      std::fill(o, o + D, 0.0f);
-      double l = 0;
-      if (m != kNegInf) {
-        for (size_t ti = 0; ti < tasks.size(); ++ti) {
-          if (tasks[ti].kvh != kvh) continue;
-          const float* acc = scr.partial.data() + ti * task_stride;
-          const float* ml = acc + static_cast<size_t>(nq) * D;
-          if (ml[2 * qi] == kNegInf) continue;
-          const float w = std::exp(ml[2 * qi] - m);
-          l += static_cast<double>(ml[2 * qi + 1]) * w;
-          kernels::axpy_f32(w, acc + static_cast<size_t>(qi) * D, o, D);
+  // Merge the partials of each job, per (token, query head), in task order.
+  auto merge = [&](size_t j) {
+    const AttnJob& jb = jobs[j];
+    const int nq = jb.n_tok * G;
+    for (int t = 0; t < jb.n_tok; ++t) {
+      for (int qh = 0; qh < H; ++qh) {
+        const int kvh = qh / G, g = qh % G, qi = t * G + g;
+        float m = kNegInf;
+        for (size_t ti = first_task[j]; ti < first_task[j + 1]; ++ti)
+          if (tasks[ti].kvh == kvh) m = std::max(m, scr.partial[tasks[ti].off + static_cast<size_t>(nq) * D + 2 * qi]);
+        float* o = jb.out + (static_cast<size_t>(t) * H + qh) * D;
+        std::fill(o, o + D, 0.0f);
+        double l = 0;
+        if (m != kNegInf) {
+          for (size_t ti = first_task[j]; ti < first_task[j + 1]; ++ti) {
+            if (tasks[ti].kvh != kvh) continue;
+            const float* acc = scr.partial.data() + tasks[ti].off;
+            const float* ml = acc + static_cast<size_t>(nq) * D;
+            if (ml[2 * qi] == kNegInf) continue;
+            const float w = std::exp(ml[2 * qi] - m);
+            l += static_cast<double>(ml[2 * qi + 1]) * w;
+            kernels::axpy_f32(w, acc + static_cast<size_t>(qi) * D, o, D);
+          }
+          kernels::scale_f32(o, static_cast<float>(1.0 / l), D);
         }
-        kernels::scale_f32(o, static_cast<float>(1.0 / l), D);
+        if (jb.lse) jb.lse[static_cast<size_t>(t) * H + qh] = m == kNegInf ? kNegInf : m + static_cast<float>(std::log(l));
       }
-      if (lse) lse[static_cast<size_t>(t) * H + qh] = m == kNegInf ? kNegInf : m + static_cast<float>(std::log(l));
     }
+  };
+  if (jobs.size() == 1) {
+    merge(0);
+  } else {
+    pool.parallel_for(static_cast<int64_t>(jobs.size()), [&](int64_t b, int64_t e) {
+      for (int64_t j = b; j < e; ++j) merge(static_cast<size_t>(j));
+    });
   }
 }
 
@@ -297,10 +334,27 @@ void attention(const KvCache& c, int layer, const AttnShape& s, const float* q, 
                float* out, float* lse, ThreadPool& pool, AttnScratch& scratch) {
   KVS_ASSERT(s.n_head % s.n_head_kv == 0 && s.n_head_kv == c.layout().n_head_kv && s.head_dim == c.layout().head_dim);
   if (n_tok <= 0) return;
-  if (n_tok < kAttnPrefillMinTokens)
-    attention_decode(c, layer, s, q, qpos, n_tok, out, lse, pool, scratch);
-  else
+  if (n_tok < kAttnPrefillMinTokens) {
+    const AttnJob job{&c, q, qpos, n_tok, out, lse};
+    attention_decode(std::span<const AttnJob>(&job, 1), layer, s, pool, scratch);
+  } else {
     attention_prefill(c, layer, s, q, qpos, n_tok, out, lse, pool, scratch);
+  }
+}
+
+void attention_batch(std::span<const AttnJob> jobs, int layer, const AttnShape& s, ThreadPool& pool,
+                     AttnScratch& scratch) {
+  KVS_ASSERT(s.n_head % s.n_head_kv == 0);
+  std::vector<AttnJob> decode;
+  for (const AttnJob& j : jobs) {
+    KVS_ASSERT(j.cache && s.n_head_kv == j.cache->layout().n_head_kv && s.head_dim == j.cache->layout().head_dim);
+    if (j.n_tok <= 0) continue;
+    if (j.n_tok < kAttnPrefillMinTokens)
+      decode.push_back(j);
+    else
+      attention_prefill(*j.cache, layer, s, j.q, j.qpos, j.n_tok, j.out, j.lse, pool, scratch);
+  }
+  if (!decode.empty()) attention_decode(decode, layer, s, pool, scratch);
 }
 
 void attention_ref(const KvCache& c, int layer, const AttnShape& s, const float* q, const int32_t* qpos, int n_tok,

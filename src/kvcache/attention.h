@@ -15,6 +15,7 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/aligned_buffer.h"
@@ -58,6 +59,24 @@ struct AttnScratch {
 // attention probabilities without storing them).
 void attention(const KvCache& cache, int layer, const AttnShape& s, const float* q, const int32_t* qpos,
                int n_tok, float* out, float* lse, ThreadPool& pool, AttnScratch& scratch);
+
+// One sequence's queries for attention_batch: q [T][H][D] post-RoPE, qpos [T], out [T][H][D],
+// lse [T][H] (optional), T = n_tok, over `cache`.
+struct AttnJob {
+  const KvCache* cache = nullptr;
+  const float* q = nullptr;
+  const int32_t* qpos = nullptr;
+  int n_tok = 0;
+  float* out = nullptr;
+  float* lse = nullptr;
+};
+
+// attention() of several sequences on one layer (batched decoding), each job over its own cache:
+// the same results as one attention() call per job. The decode-sized jobs (n_tok below
+// kAttnPrefillMinTokens) share one parallel section, their (job, KV head, key range) tasks handed
+// to whichever thread is free; the others run the prefill path one after the other.
+void attention_batch(std::span<const AttnJob> jobs, int layer, const AttnShape& s, ThreadPool& pool,
+                     AttnScratch& scratch);
 
 // Scalar reference (double accumulation). Same contract.
 void attention_ref(const KvCache& cache, int layer, const AttnShape& s, const float* q, const int32_t* qpos,

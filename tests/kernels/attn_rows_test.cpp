@@ -46,13 +46,17 @@ Rows make_rows(int nq, int n, int D, uint32_t seed) {
   for (auto& x : r.P) x = std::abs(nd(rng));
   for (int q = 0; q < nq; ++q)
     if (n > 2) r.P[q * kLd + 1] = 0.0f;  // masked probabilities are exact zeros
+  for (int q = 0; q < nq; q += 2)
+    if (n > 3) r.P[q * kLd + 2] = 0.0f;  // zero for some queries of a block only
   return r;
 }
 
 TEST_P(AttnPaths, QkRowsMatchReference) {
-  for (int D : {4, 8, 12, 16, 64, 80, 128}) {
+  // nq 1..8: every block size of the AVX-512 kernels (4 queries per block + 1, 2 or 3 left);
+  // D 80 / 96: pieces of 5 and 6 16-value vectors (64 + 16, 64 + 32); 256: four 64-dim pieces.
+  for (int D : {4, 8, 12, 16, 24, 64, 80, 96, 128, 256}) {
     for (int n : {1, 3, 4, 7, 32}) {
-      for (int nq : {1, 3, 8}) {
+      for (int nq : {1, 2, 3, 4, 5, 6, 7, 8}) {
         const Rows r = make_rows(nq, n, D, D * 1000 + n * 10 + nq);
         // Entries r >= n of each output row must stay untouched (-1).
         std::vector<float> got(nq * kLd, -1), want(nq * kLd, -1);
@@ -70,9 +74,11 @@ TEST_P(AttnPaths, QkRowsMatchReference) {
 }
 
 TEST_P(AttnPaths, PvRowsMatchReference) {
-  for (int D : {4, 8, 12, 16, 64, 80, 128}) {
+  // nq 1..8: every block size of the AVX-512 kernels (4 queries per block + 1, 2 or 3 left);
+  // D 80 / 96: pieces of 5 and 6 16-value vectors (64 + 16, 64 + 32); 256: four 64-dim pieces.
+  for (int D : {4, 8, 12, 16, 24, 64, 80, 96, 128, 256}) {
     for (int n : {1, 3, 4, 7, 32}) {
-      for (int nq : {1, 3, 8}) {
+      for (int nq : {1, 2, 3, 4, 5, 6, 7, 8}) {
         const Rows r = make_rows(nq, n, D, 7 + D * 1000 + n * 10 + nq);
         std::vector<float> want(nq * D, 0.25f), got(nq * D, 0.25f);  // accumulates onto acc
         ref::pv_rows_f32(r.P.data(), nq, kLd, r.V.data(), n, D, want.data());

@@ -34,7 +34,9 @@ Setup make(DType dt, int n_ctx, bool evict, uint64_t seed, int H = 6, int Hkv = 
   for (auto& x : v) x = nd(rng);
   std::vector<int32_t> pos(static_cast<size_t>(n_ctx));
   for (int i = 0; i < n_ctx; ++i) pos[i] = i;
-  if (n_ctx > 0) EXPECT_TRUE(st.cache->append(0, n_ctx, k.data(), v.data(), pos.data()));
+  if (n_ctx > 0) {
+    EXPECT_TRUE(st.cache->append(0, n_ctx, k.data(), v.data(), pos.data()));
+  }
   if (evict) {
     CacheEdit e(st.l);
     for (int h = 0; h < Hkv; ++h) {
@@ -173,5 +175,61 @@ TEST(Attention, F16CacheMatchesReference) {
 }
 
 TEST(Attention, SingleThreadMatchesReference) { check(DType::F32, 900, 1, true, 1); }
+
+}  // namespace kvs
+
+namespace kvs {
+namespace {
+
+// Several sequences' attention in one attention_batch call (batched decoding): each job against
+// the brute force above (written from the definition), and bit for bit against one attention()
+// call per job. head_dim 64, 8 query heads on 2 KV heads (GQA 4); the caches differ in length
+// (empty, 1 token, several key ranges), compression (heads of different lengths) and page type
+// (F32 / F16 / Q8_0 beside each other); decode-sized jobs of 1-3 queries and one prefill-sized job.
+void check_batch(int threads, int32_t window) {
+  struct Seq {
+    DType dt;
+    int n_ctx, n_tok;
+    bool evict;
+  };
+  const std::vector<Seq> seqs = {{DType::F16, 1500, 1, true}, {DType::F32, 0, 1, false}, {DType::Q8_0, 700, 3, true},
+                                 {DType::F16, 1, 2, false},   {DType::F16, 300, 40, true}, {DType::F32, 1100, 1, false}};
+  std::vector<Setup> st;
+  std::vector<std::vector<float>> q(seqs.size());
+  std::vector<std::vector<int32_t>> qpos(seqs.size());
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    st.push_back(make(seqs[i].dt, seqs[i].n_ctx, seqs[i].evict, 900 + i, 8, 2, 64));
+    st.back().s.n_swa = window;
+    append_queries(st.back(), seqs[i].n_tok, q[i], qpos[i], 31 + i);
+  }
+  const AttnShape& shape = st[0].s;
+  std::vector<std::vector<float>> out(seqs.size()), lse(seqs.size());
+  std::vector<AttnJob> jobs;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    out[i].assign(q[i].size(), -7.0f);
+    lse[i].assign(static_cast<size_t>(seqs[i].n_tok) * shape.n_head, -7.0f);
+    jobs.push_back({st[i].cache.get(), q[i].data(), qpos[i].data(), seqs[i].n_tok, out[i].data(), lse[i].data()});
+  }
+  ThreadPool pool(threads);
+  AttnScratch scr;
+  attention_batch(jobs, 0, shape, pool, scr);
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const std::vector<double> ref = brute_force(st[i], q[i], qpos[i], window, 0.0f);
+    for (size_t x = 0; x < ref.size(); ++x)
+      ASSERT_NEAR(out[i][x], ref[x], 2e-5) << "sequence " << i << " x=" << x << " threads=" << threads;
+    std::vector<float> one(q[i].size()), one_lse(lse[i].size());
+    AttnScratch scr1;
+    attention(*st[i].cache, 0, shape, q[i].data(), qpos[i].data(), seqs[i].n_tok, one.data(), one_lse.data(), pool, scr1);
+    EXPECT_EQ(one, out[i]) << "sequence " << i;
+    EXPECT_EQ(one_lse, lse[i]) << "sequence " << i;
+  }
+}
+
+}  // namespace
+
+TEST(Attention, BatchOfSequencesMatchesBruteForceAndSingleCalls) {
+  for (int threads : {1, 2, 3}) check_batch(threads, 0);
+  check_batch(2, 100);  // a sliding-window layer
+}
 
 }  // namespace kvs

@@ -97,7 +97,7 @@ KVS_KERNEL_SET_DECLS
 #undef KVS_KERNEL_SET_DECLS
 
 // AVX-512 (F, BW, DQ, VL, VNNI) implementations (*_avx512.cpp): the weight-row dots and dot tiles
-// only; every other member of the avx512 table is the AVX2 one.
+// and the attention row kernels; every other member of the avx512 table is the AVX2 one.
 #define KVS_TILE_DECL(name)                                                                       \
   void name(const uint8_t* w, size_t ws, int nr, const uint8_t* a, size_t as, int nt, int64_t n, \
             float* out, int64_t ldo);
@@ -132,5 +132,10 @@ float dot_q5_K(const void* w, const void* act, int64_t n);
 KVS_TILE_DECL(tile_q5_K)
 float dot_iq4_xs(const void* w, const void* act, int64_t n);
 KVS_TILE_DECL(tile_iq4_xs)
+// attn_avx512.cpp: the decode attention's row kernels.
+void qk_rows_f32(const float* Q, int nq, const float* K, int n, int D, float scale, float* out, int64_t ldo);
+void qk_rows_f16(const float* Q, int nq, const uint16_t* K, int n, int D, float scale, float* out, int64_t ldo);
+void pv_rows_f32(const float* P, int nq, int64_t ldp, const float* V, int n, int D, float* acc);
+void pv_rows_f16(const float* P, int nq, int64_t ldp, const uint16_t* V, int n, int D, float* acc);
 }  // namespace kvs::kernels::avx512
 #undef KVS_TILE_DECL

@@ -105,6 +105,10 @@ KernelTable make_avx512() {
   k.tile_iq4_xs = avx512::tile_iq4_xs;
   k.wide_tiles = true;
   k.tile_q4_0p = avx512::tile_q4_0p;
+  k.qk_rows_f32 = avx512::qk_rows_f32;
+  k.qk_rows_f16 = avx512::qk_rows_f16;
+  k.pv_rows_f32 = avx512::pv_rows_f32;
+  k.pv_rows_f16 = avx512::pv_rows_f16;
   return k;
 }
 

@@ -162,7 +162,7 @@ void project_queries(const Runtime& rt, int layer, const float* hidden, int n, c
 namespace {
 
 // Attention block of layer il on the chunk's rows a.x[0..n) (a.pos, a.rope set): norm, Q/K/V,
-// then per segment: append K/V to its cache, attention, its observer.
+// then append every segment's K/V to its cache, the attention of all segments (attention_batch), each one's observer.
 void attention_block(const Runtime& rt, Activations& a, std::span<Segment> segs, int il, int n, bool keep_pre) {
   const HParams& hp = rt.model.hp;
   const LayerWeights& L = rt.model.layers[static_cast<size_t>(il)];
@@ -174,13 +174,22 @@ void attention_block(const Runtime& rt, Activations& a, std::span<Segment> segs,
                      hp.rms_eps);
   });
   qkv(rt, L, a, n, keep_pre, hp.layer_local_rope(il) ? a.rope_local.data() : a.rope.data());
+  // Every sequence's K/V appended to its cache, then the attention of all of them in one call
+  // (one parallel section for the batch's decode rows), then each sequence's observer.
+  std::vector<AttnJob> jobs;
+  jobs.reserve(segs.size());
+  for (const Segment& sg : segs) {
+    const size_t r0 = static_cast<size_t>(sg.first);
+    const int32_t* sp = a.pos.data() + r0;
+    if (!sg.cache->append(il, sg.n, a.k.data() + r0 * Hkv * D, a.v.data() + r0 * Hkv * D, sp))
+      fail("KV cache memory cap reached while appending layer {}", il);
+    jobs.push_back({sg.cache, a.q.data() + r0 * H * D, sp, sg.n, a.att.data() + r0 * H * D, a.lse.data() + r0 * H});
+  }
+  attention_batch(jobs, il, rt.shape, rt.pool, rt.attn);
   for (const Segment& sg : segs) {
     const size_t r0 = static_cast<size_t>(sg.first);
     float* q = a.q.data() + r0 * H * D;
     const int32_t* sp = a.pos.data() + r0;
-    if (!sg.cache->append(il, sg.n, a.k.data() + r0 * Hkv * D, a.v.data() + r0 * Hkv * D, sp))
-      fail("KV cache memory cap reached while appending layer {}", il);
-    attention(*sg.cache, il, rt.shape, q, sp, sg.n, a.att.data() + r0 * H * D, a.lse.data() + r0 * H, rt.pool, rt.attn);
     if (sg.observer) {
       LayerView v;
       v.layer = il;
