@@ -25,7 +25,10 @@ class Sampler {
  private:
   SamplerParams p_;
   std::mt19937_64 rng_;
-  std::vector<std::pair<float, int32_t>> cand_;
+  std::vector<std::pair<float, int32_t>> cand_;  // [candidates] (logit / temp, token id)
+  std::vector<float> e_;                          // [candidates] exp(v - max v)
+  std::vector<int32_t> keep_, tie_;               // positions in cand_ kept / in top-p's cut bucket
+  std::vector<double> mass_;                      // [buckets] top-p's mass per bucket
 };
 
 // Index of the largest logit (lowest index on ties).
