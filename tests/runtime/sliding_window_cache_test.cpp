@@ -79,20 +79,38 @@ TEST(SlidingWindowCache, LocalLayersHoldTheirWindowWhateverTheContext) {
   EXPECT_LE(c->bytes_held(), held_before + static_cast<size_t>((200 + 15) / 16 + 1) * 2 * hp.n_head_kv * c->layout().page_bytes());
 }
 
-TEST(SlidingWindowCache, PressesCompressTheGlobalLayersOnly) {
-  test::TempDir dir("swa_press");
-  auto m = tiny_model("tiny-gemma2", dir);
-  EngineParams ep;
-  ep.page_tokens = 16;
-  Engine e(*m, ep);
+// tiny-gemma2 (16-token pages) with one 400-token context prefilled twice: uncompressed (`full`,
+// also collecting what the press needs when `collect`) and with `press` at keep 0.25 (`comp`).
+struct Gemma2Pair {
+  test::TempDir dir;
+  std::unique_ptr<Model> m;
+  std::unique_ptr<Engine> e;
   SpecArgs a;
-  a.press = "snapkv";
-  a.keep = 0.25;
-  const CompressionSpec spec = make_compression_spec(a);
-  CompressedContext full(e, make_compression_spec(SpecArgs{})), comp(e, spec);
-  const std::vector<int32_t> ctx = ids(400);
-  full.prefill(ctx, spec.press.needs());  // collects what snapkv needs, for compress_from below
-  comp.prefill(ctx);
+  CompressionSpec spec;
+  std::unique_ptr<CompressedContext> full, comp;
+  Gemma2Pair(const char* name, const char* press, bool collect) : dir(name), m(tiny_model("tiny-gemma2", dir)) {
+    EngineParams ep;
+    ep.page_tokens = 16;
+    e = std::make_unique<Engine>(*m, ep);
+    a.press = press;
+    a.keep = 0.25;
+    spec = make_compression_spec(a);
+    full = std::make_unique<CompressedContext>(*e, make_compression_spec(SpecArgs{}));
+    comp = std::make_unique<CompressedContext>(*e, spec);
+    const std::vector<int32_t> ctx = ids(400);
+    if (collect)
+      full->prefill(ctx, spec.press.needs());
+    else
+      full->prefill(ctx);
+    comp->prefill(ctx);
+  }
+};
+
+TEST(SlidingWindowCache, PressesCompressTheGlobalLayersOnly) {
+  Gemma2Pair pair("swa_press", "snapkv", /*collect=*/true);  // full collects what snapkv needs, for compress_from below
+  const Model* m = pair.m.get();
+  Engine& e = *pair.e;
+  CompressedContext &full = *pair.full, &comp = *pair.comp;
   for (int il = 0; il < m->hp.n_layer; ++il)
     for (int kvh = 0; kvh < m->hp.n_head_kv; ++kvh) {
       if (m->hp.layer_slides(il)) {  // as the window left them, identical to the uncompressed context's
@@ -108,7 +126,7 @@ TEST(SlidingWindowCache, PressesCompressTheGlobalLayersOnly) {
   ao.max_new_tokens = 3;
   ao.stop_at_eog = false;
   EXPECT_EQ(comp.ask(ids(5), ao).tokens.size(), 3u);
-  CompressedContext again(e, make_compression_spec(a));
+  CompressedContext again(e, make_compression_spec(pair.a));
   again.compress_from(full);
   EXPECT_EQ(again.cache().total_slots(), comp.cache().total_slots());
 }
@@ -147,20 +165,9 @@ TEST(SlidingWindowCache, AModelWhoseEveryLayerSlidesIsStillCompressed) {
 // the two global layers): softmax over those two, times the whole budget — a softmax over all four
 // layers (local F included) would give another split.
 TEST(SlidingWindowCache, D2oSpendsEq5OverTheGlobalLayers) {
-  test::TempDir dir("swa_d2o");
-  auto m = tiny_model("tiny-gemma2", dir);
-  const HParams& hp = m->hp;
-  EngineParams ep;
-  ep.page_tokens = 16;
-  Engine e(*m, ep);
-  SpecArgs a;
-  a.press = "d2o";
-  a.keep = 0.25;
-  const CompressionSpec spec = make_compression_spec(a);
-  CompressedContext full(e, make_compression_spec(SpecArgs{})), comp(e, spec);
-  const std::vector<int32_t> ctx = ids(400);
-  full.prefill(ctx);
-  comp.prefill(ctx);
+  Gemma2Pair pair("swa_d2o", "d2o", /*collect=*/false);
+  const HParams& hp = pair.m->hp;
+  CompressedContext &full = *pair.full, &comp = *pair.comp;
   const auto& st = comp.press_state().values;
   ASSERT_TRUE(st.count("d2o.layer_F") && st.count("d2o.layer_target"));
   const std::vector<double>& F = st.at("d2o.layer_F");
