@@ -67,10 +67,10 @@ int32_t Sampler::sample(std::span<const float> logits) {
   double sum = 0;  // mass of the top-k candidates (top-p's denominator)
   for (size_t j = 0; j < m; ++j) sum += e_[j];
   // keep_ : positions in cand_ / e_ of the candidates kept, min-p first (relative to the best
-  // token, whose e is exp(0) = 1).
+  // token, whose e is exp(0) = 1 up to the vector exp's 2e-7: the best is kept whatever min_p).
   keep_.clear();
   for (size_t j = 0; j < m; ++j)
-    if (e_[j] >= p_.min_p) keep_.push_back(static_cast<int32_t>(j));
+    if (e_[j] >= p_.min_p || cand_[j].first == mx) keep_.push_back(static_cast<int32_t>(j));
   if (p_.top_p < 1.0f) {
     constexpr float kPerNat = 32.0f;
     constexpr int kBuckets = 32 * 40;  // 40 nats below the best; anything further in the last bucket

@@ -121,9 +121,13 @@ TEST(Sampler, SameSeedSameTokensAndGreedyIsArgmax) {
   }
   Sampler greedy(params(0.0f, 0, 1.0f, 0.0f));
   EXPECT_EQ(greedy.sample(logits), argmax(logits));
-  // One candidate left by the filters: always that token.
-  Sampler one(params(1.0f, 1, 1.0f, 0.0f));
-  for (int i = 0; i < 20; ++i) EXPECT_EQ(one.sample(logits), argmax(logits));
+  // One candidate left by the filters: always that token (top-k 1; min-p just below 1, which only
+  // the best token's probability reaches).
+  Sampler one(params(1.0f, 1, 1.0f, 0.0f)), one_min_p(params(1.0f, 0, 1.0f, 0.9999999f));
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(one.sample(logits), argmax(logits));
+    EXPECT_EQ(one_min_p.sample(logits), argmax(logits));
+  }
 }
 
 }  // namespace kvs
