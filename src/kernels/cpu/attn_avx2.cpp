@@ -1,6 +1,8 @@
-// AVX2 attention row kernels (semantics in ops.h). qk: four rows at a time per query, four
-// accumulators reduced together; pv: the query's accumulator row is updated in chunks of 64 dims
-// held in registers. Head dims that are not a multiple of 8 take the portable loops.
+// AVX2 attention row kernels (semantics in ops.h), as the AVX-512 ones (attn_avx512.cpp) in
+// 8 lanes: each K/V row is loaded (and converted from F16) once per pair of queries of the GQA
+// group. qk: 2 queries x 4 rows, the four sums of a query reduced together; pv: 2 queries'
+// accumulators for a 32-dim piece held in registers across all rows. Head dims that are not a
+// multiple of 8 take the portable loops.
 //
 // Dimension legend: nq = queries, n = rows in the block, D = head dim; Q [nq][D], K/V [n][D],
 // out/P rows of stride ldo/ldp, acc [nq][D].
@@ -21,69 +23,105 @@ inline __m128 hsum4(__m256 a, __m256 b, __m256 c, __m256 d) {
   return _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
 }
 
-template <typename KT>
-void qk_rows(const float* Q, int nq, const KT* K, int n, int D, float scale, float* out, int64_t ldo) {
+// Scores of QB queries (rows of Q, stride D) against rows [0, n) of K, out rows of stride ldo:
+// 4 rows at a time, each row's 8-value pieces loaded (converted from F16) once for the QB queries;
+// QB x 4 accumulators + 4 rows = 13 of the 16 registers at QB = 2.
+template <int QB, typename KT>
+void qk_block(const float* Q, const KT* K, int n, int D, float scale, float* out, int64_t ldo) {
   const __m128 vs = _mm_set1_ps(scale);
-  for (int q = 0; q < nq; ++q) {
-    const float* qv = Q + static_cast<int64_t>(q) * D;
-    float* o = out + q * ldo;
-    int r = 0;
-    for (; r + 4 <= n; r += 4) {
-      const KT* k0 = K + static_cast<int64_t>(r) * D;
-      __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-      for (int d = 0; d < D; d += 8) {
-        const __m256 x = _mm256_loadu_ps(qv + d);
-        a0 = _mm256_fmadd_ps(x, load8(k0 + d), a0);
-        a1 = _mm256_fmadd_ps(x, load8(k0 + D + d), a1);
-        a2 = _mm256_fmadd_ps(x, load8(k0 + 2 * D + d), a2);
-        a3 = _mm256_fmadd_ps(x, load8(k0 + 3 * D + d), a3);
+  int r = 0;
+  for (; r + 4 <= n; r += 4) {
+    const KT* k0 = K + static_cast<int64_t>(r) * D;
+    __m256 acc[QB][4];
+#pragma GCC unroll 2
+    for (int q = 0; q < QB; ++q)
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i) acc[q][i] = _mm256_setzero_ps();
+    for (int d = 0; d < D; d += 8) {
+      const __m256 x0 = load8(k0 + d), x1 = load8(k0 + D + d), x2 = load8(k0 + 2 * D + d), x3 = load8(k0 + 3 * D + d);
+#pragma GCC unroll 2
+      for (int q = 0; q < QB; ++q) {
+        const __m256 qv = _mm256_loadu_ps(Q + static_cast<int64_t>(q) * D + d);
+        acc[q][0] = _mm256_fmadd_ps(qv, x0, acc[q][0]);
+        acc[q][1] = _mm256_fmadd_ps(qv, x1, acc[q][1]);
+        acc[q][2] = _mm256_fmadd_ps(qv, x2, acc[q][2]);
+        acc[q][3] = _mm256_fmadd_ps(qv, x3, acc[q][3]);
       }
-      _mm_storeu_ps(o + r, _mm_mul_ps(hsum4(a0, a1, a2, a3), vs));
     }
-    for (; r < n; ++r) {
-      const KT* k0 = K + static_cast<int64_t>(r) * D;
-      __m256 a = _mm256_setzero_ps();
-      for (int d = 0; d < D; d += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(qv + d), load8(k0 + d), a);
-      o[r] = hsum_ps(a) * scale;
+#pragma GCC unroll 2
+    for (int q = 0; q < QB; ++q)
+      _mm_storeu_ps(out + q * ldo + r, _mm_mul_ps(hsum4(acc[q][0], acc[q][1], acc[q][2], acc[q][3]), vs));
+  }
+  for (; r < n; ++r) {
+    const KT* k0 = K + static_cast<int64_t>(r) * D;
+    __m256 acc[QB];
+#pragma GCC unroll 2
+    for (int q = 0; q < QB; ++q) acc[q] = _mm256_setzero_ps();
+    for (int d = 0; d < D; d += 8) {
+      const __m256 x = load8(k0 + d);
+#pragma GCC unroll 2
+      for (int q = 0; q < QB; ++q) acc[q] = _mm256_fmadd_ps(_mm256_loadu_ps(Q + static_cast<int64_t>(q) * D + d), x, acc[q]);
     }
+#pragma GCC unroll 2
+    for (int q = 0; q < QB; ++q) out[q * ldo + r] = hsum_ps(acc[q]) * scale;
   }
 }
 
-// One query's accumulator chunk of NC x 8 dims, held in registers across all rows (NC is a
-// compile-time constant so the array never spills to the stack).
-template <int NC, typename VT>
-inline void pv_chunk(const float* p, const VT* V, int n, int D, float* a) {
-  __m256 r[NC];
-#pragma GCC unroll 8
-  for (int i = 0; i < NC; ++i) r[i] = _mm256_loadu_ps(a + 8 * i);
+template <typename KT>
+void qk_rows(const float* Q, int nq, const KT* K, int n, int D, float scale, float* out, int64_t ldo) {
+  int q = 0;
+  for (; q + 2 <= nq; q += 2) qk_block<2>(Q + static_cast<int64_t>(q) * D, K, n, D, scale, out + q * ldo, ldo);
+  if (q < nq) qk_block<1>(Q + static_cast<int64_t>(q) * D, K, n, D, scale, out + q * ldo, ldo);
+}
+
+// acc rows (stride D) of QB queries, dims [0, 8 NC) of the piece at V, += P rows (stride ldp)
+// times the rows of V (stride D), the accumulators held in registers across all rows (QB x NC +
+// NC <= 12 of 16 registers); a row whose QB probabilities are all zero (masked) is skipped.
+template <int QB, int NC, typename VT>
+void pv_block(const float* P, int64_t ldp, const VT* V, int n, int D, float* acc) {
+  __m256 a[QB][NC];
+#pragma GCC unroll 2
+  for (int q = 0; q < QB; ++q)
+#pragma GCC unroll 4
+    for (int i = 0; i < NC; ++i) a[q][i] = _mm256_loadu_ps(acc + static_cast<int64_t>(q) * D + 8 * i);
   for (int j = 0; j < n; ++j) {
-    if (p[j] == 0.0f) continue;
-    const __m256 w = _mm256_set1_ps(p[j]);
+    bool any = false;
+#pragma GCC unroll 2
+    for (int q = 0; q < QB; ++q) any |= P[q * ldp + j] != 0.0f;
+    if (!any) continue;
     const VT* v = V + static_cast<int64_t>(j) * D;
-#pragma GCC unroll 8
-    for (int i = 0; i < NC; ++i) r[i] = _mm256_fmadd_ps(w, load8(v + 8 * i), r[i]);
+    __m256 x[NC];
+#pragma GCC unroll 4
+    for (int i = 0; i < NC; ++i) x[i] = load8(v + 8 * i);
+#pragma GCC unroll 2
+    for (int q = 0; q < QB; ++q) {
+      const __m256 w = _mm256_set1_ps(P[q * ldp + j]);
+#pragma GCC unroll 4
+      for (int i = 0; i < NC; ++i) a[q][i] = _mm256_fmadd_ps(w, x[i], a[q][i]);
+    }
   }
-#pragma GCC unroll 8
-  for (int i = 0; i < NC; ++i) _mm256_storeu_ps(a + 8 * i, r[i]);
+#pragma GCC unroll 2
+  for (int q = 0; q < QB; ++q)
+#pragma GCC unroll 4
+    for (int i = 0; i < NC; ++i) _mm256_storeu_ps(acc + static_cast<int64_t>(q) * D + 8 * i, a[q][i]);
+}
+
+template <int NC, typename VT>
+void pv_piece(const float* P, int nq, int64_t ldp, const VT* V, int n, int D, float* acc) {
+  int q = 0;
+  for (; q + 2 <= nq; q += 2) pv_block<2, NC>(P + q * ldp, ldp, V, n, D, acc + static_cast<int64_t>(q) * D);
+  if (q < nq) pv_block<1, NC>(P + q * ldp, ldp, V, n, D, acc + static_cast<int64_t>(q) * D);
 }
 
 template <typename VT>
 void pv_rows(const float* P, int nq, int64_t ldp, const VT* V, int n, int D, float* acc) {
-  for (int q = 0; q < nq; ++q) {
-    const float* p = P + q * ldp;
-    float* a = acc + static_cast<int64_t>(q) * D;
-    int d0 = 0;
-    for (; d0 + 64 <= D; d0 += 64) pv_chunk<8>(p, V + d0, n, D, a + d0);
-    switch ((D - d0) / 8) {
-      case 0: break;
-      case 1: pv_chunk<1>(p, V + d0, n, D, a + d0); break;
-      case 2: pv_chunk<2>(p, V + d0, n, D, a + d0); break;
-      case 3: pv_chunk<3>(p, V + d0, n, D, a + d0); break;
-      case 4: pv_chunk<4>(p, V + d0, n, D, a + d0); break;
-      case 5: pv_chunk<5>(p, V + d0, n, D, a + d0); break;
-      case 6: pv_chunk<6>(p, V + d0, n, D, a + d0); break;
-      case 7: pv_chunk<7>(p, V + d0, n, D, a + d0); break;
-    }
+  int d0 = 0;
+  for (; d0 + 32 <= D; d0 += 32) pv_piece<4>(P, nq, ldp, V + d0, n, D, acc + d0);
+  switch ((D - d0) / 8) {
+    case 1: pv_piece<1>(P, nq, ldp, V + d0, n, D, acc + d0); break;
+    case 2: pv_piece<2>(P, nq, ldp, V + d0, n, D, acc + d0); break;
+    case 3: pv_piece<3>(P, nq, ldp, V + d0, n, D, acc + d0); break;
+    default: break;
   }
 }
 
