@@ -20,7 +20,7 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr int kDecodeRange = 512;  // keys per decode task (flash-decoding split)
-constexpr int kBq = 64;            // prefill query block
+constexpr int kPrefillRows = 256;  // prefill: rows (query heads of a group x tokens) per task
 constexpr int kBk = 512;           // prefill key block
 
 // Number of leading slots of head h with position <= p (slots are sorted by position).
@@ -222,7 +222,10 @@ void attention_decode(std::span<const AttnJob> jobs, int layer, const AttnShape&
 }
 
 // ---------------------------------------------------------------------------------------------
-// Prefill path: per (query head, query block) task, keys in blocks, sgemm + online softmax.
+// Prefill path: per (KV head, query block) task, the queries of every head of the GQA group
+// stacked as one matrix [G x block rows][D] (so each key/value block is packed once for the whole
+// group, and sgemm gets G times more rows to amortise the packing over); keys in blocks, sgemm +
+// online softmax.
 void attention_prefill(const KvCache& c, int layer, const AttnShape& s, const float* q, const int32_t* qpos,
                        int n_tok, float* out, float* lse, ThreadPool& pool, AttnScratch& scr) {
   const int H = s.n_head, Hkv = s.n_head_kv, D = s.head_dim, G = H / Hkv;
@@ -246,35 +249,47 @@ void attention_prefill(const KvCache& c, int layer, const AttnShape& s, const fl
                scr.V.data() + kvh * head_stride);
   });
 
-  const int n_qb = (n_tok + kBq - 1) / kBq;
-  const int n_tasks = H * n_qb;
+  // Query block: about kPrefillRows rows of the stacked group matrix (64 tokens at GQA 4, 85 at 3).
+  const int bq = std::clamp(kPrefillRows / G, 16, 128);
+  const int n_qb = (n_tok + bq - 1) / bq;
+  const int n_tasks = Hkv * n_qb;
   const int nth = pool.size();
+  // The pool's threads call sgemm themselves: OpenBLAS's own threads would compete with them
+  // (15x slower on 2 cores when its count was left at the default; matmul sets it too, but a
+  // caller of attention() alone need not have run a matmul first).
+  if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
   if (static_cast<int>(scr.per_thread.size()) < nth) scr.per_thread.resize(nth);
   // Compat mode needs each row's full normalisation before rounding: one key block spans all keys.
   const int32_t bk = s.f16_compat ? std::max<int32_t>(kBk, Lmax) : kBk;
-  const size_t per = static_cast<size_t>(kBq) * D * 2 + static_cast<size_t>(kBq) * bk + 2 * kBq;
+  const size_t R = static_cast<size_t>(G) * bq;  // rows of a task's stacked matrix
+  const size_t per = R * D * 2 + R * bk + 2 * R;
   for (int t = 0; t < nth; ++t) scr.per_thread[t].resize(per);
 
-  pool.run([&](int ith, int nthr) {
-    float* Qb = scr.per_thread[ith].data();  // [kBq][D]
-    float* Ob = Qb + kBq * D;                // [kBq][D]
-    float* S = Ob + kBq * D;                 // [kBq][kBk]
-    float* M = S + static_cast<size_t>(kBq) * bk;  // [kBq] running max
-    float* Ls = M + kBq;                             // [kBq] running sum
-    for (int task = ith; task < n_tasks; task += nthr) {
-      const int qh = task % H, qb = task / H, kvh = qh / G;
-      const int t0 = qb * kBq, t1 = std::min(n_tok, t0 + kBq), nb = t1 - t0;
+  // Tasks from one counter, the query blocks that see the most keys (the last ones) first.
+  std::atomic<int> next{0};
+  pool.run([&](int ith, int) {
+    float* Qb = scr.per_thread[ith].data();  // [G][bq][D] stacked queries of the group
+    float* Ob = Qb + R * D;                  // [G][bq][D]
+    float* S = Ob + R * D;                   // [G][bq][bk] scores of a key block
+    float* M = S + R * bk;                   // [G][bq] running max
+    float* Ls = M + R;                       // [G][bq] running sum
+    for (int task; (task = next.fetch_add(1, std::memory_order_relaxed)) < n_tasks;) {
+      const int kvh = task % Hkv, qb = n_qb - 1 - task / Hkv;
+      const int t0 = qb * bq, t1 = std::min(n_tok, t0 + bq), nb = t1 - t0, rows = G * nb;
       const HeadCache& h = c.head(layer, kvh);
       const float* Kh = scr.K.data() + kvh * head_stride;
       const float* Vh = scr.V.data() + kvh * head_stride;
-      for (int i = 0; i < nb; ++i) {
-        const float* src = q + (static_cast<size_t>(t0 + i) * H + qh) * D;
-        // Compat mode scales the product, as ggml does, not the query.
-        for (int d = 0; d < D; ++d) Qb[i * D + d] = s.f16_compat ? round_f16(src[d]) : src[d] * s.scale;
-        M[i] = kNegInf;
-        Ls[i] = 0.0f;
-      }
-      std::fill(Ob, Ob + static_cast<size_t>(nb) * D, 0.0f);
+      // Row r = g * nb + i: query head kvh * G + g of token t0 + i.
+      for (int g = 0; g < G; ++g)
+        for (int i = 0; i < nb; ++i) {
+          const float* src = q + (static_cast<size_t>(t0 + i) * H + kvh * G + g) * D;
+          float* dst = Qb + static_cast<size_t>(g * nb + i) * D;
+          // Compat mode scales the product, as ggml does, not the query.
+          for (int d = 0; d < D; ++d) dst[d] = s.f16_compat ? round_f16(src[d]) : src[d] * s.scale;
+        }
+      std::fill(M, M + rows, kNegInf);
+      std::fill(Ls, Ls + rows, 0.0f);
+      std::fill(Ob, Ob + static_cast<size_t>(rows) * D, 0.0f);
       // Indices into the gathered rows (slot - W): keys [kbeg, kend) are visible to some query of
       // the block, [kall, kfull) to every one of them.
       const int32_t w0 = W[kvh];
@@ -284,15 +299,15 @@ void attention_prefill(const KvCache& c, int layer, const AttnShape& s, const fl
       const int32_t kall = window_start(h, qpos[t1 - 1], window) - w0;
       for (int32_t k0 = kbeg; k0 < kend; k0 += bk) {
         const int32_t nk = std::min<int32_t>(bk, kend - k0);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nb, nk, D, 1.0f, Qb, D, Kh + static_cast<size_t>(k0) * D, D,
-                    0.0f, S, bk);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, nk, D, 1.0f, Qb, D,
+                    Kh + static_cast<size_t>(k0) * D, D, 0.0f, S, bk);
         const bool needs_mask = k0 + nk > kfull || k0 < kall;
-        for (int i = 0; i < nb; ++i) {
-          float* row = S + static_cast<size_t>(i) * bk;
+        for (int r = 0; r < rows; ++r) {
+          float* row = S + static_cast<size_t>(r) * bk;
           if (s.f16_compat) kernels::scale_f32(row, s.scale, nk);
           softcap_row(row, nk, s);
           if (needs_mask) {
-            const int32_t qp = qpos[t0 + i];
+            const int32_t qp = qpos[t0 + r % nb];
             // Without a window only keys past kfull can be hidden (the causal diagonal).
             for (int32_t j = window > 0 ? 0 : std::max<int32_t>(0, kfull - k0); j < nk; ++j) {
               const int32_t kp = h.pos[static_cast<size_t>(w0 + k0 + j)];
@@ -300,29 +315,31 @@ void attention_prefill(const KvCache& c, int layer, const AttnShape& s, const fl
             }
           }
           const float bm = kernels::max_f32(row, nk);
-          const float mnew = std::max(M[i], bm);
+          const float mnew = std::max(M[r], bm);
           if (mnew == kNegInf) {  // nothing visible yet for this query
             std::fill(row, row + nk, 0.0f);
             continue;
           }
           if (s.f16_compat) {  // one key block spans every visible key
-            Ls[i] = compat_probs(row, nk, mnew);
-            M[i] = mnew;
+            Ls[r] = compat_probs(row, nk, mnew);
+            M[r] = mnew;
             continue;
           }
-          const float alpha = M[i] == kNegInf ? 0.0f : std::exp(M[i] - mnew);
-          if (alpha != 1.0f) kernels::scale_f32(Ob + static_cast<size_t>(i) * D, alpha, D);
-          Ls[i] = Ls[i] * alpha + kernels::exp_sub_sum(row, nk, mnew);
-          M[i] = mnew;
+          const float alpha = M[r] == kNegInf ? 0.0f : std::exp(M[r] - mnew);
+          if (alpha != 1.0f) kernels::scale_f32(Ob + static_cast<size_t>(r) * D, alpha, D);
+          Ls[r] = Ls[r] * alpha + kernels::exp_sub_sum(row, nk, mnew);
+          M[r] = mnew;
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nb, D, nk, 1.0f, S, bk, Vh + static_cast<size_t>(k0) * D, D,
-                    1.0f, Ob, D);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, D, nk, 1.0f, S, bk,
+                    Vh + static_cast<size_t>(k0) * D, D, 1.0f, Ob, D);
       }
-      for (int i = 0; i < nb; ++i) {
-        float* dst = out + (static_cast<size_t>(t0 + i) * H + qh) * D;
-        const float inv = Ls[i] > 0 ? 1.0f / Ls[i] : 0.0f;
-        for (int d = 0; d < D; ++d) dst[d] = Ob[i * D + d] * inv;
-        if (lse) lse[static_cast<size_t>(t0 + i) * H + qh] = Ls[i] > 0 ? M[i] + std::log(Ls[i]) : kNegInf;
+      for (int r = 0; r < rows; ++r) {
+        const int g = r / nb, i = r % nb;
+        const size_t o = static_cast<size_t>(t0 + i) * H + kvh * G + g;
+        float* dst = out + o * D;
+        const float inv = Ls[r] > 0 ? 1.0f / Ls[r] : 0.0f;
+        for (int d = 0; d < D; ++d) dst[d] = Ob[static_cast<size_t>(r) * D + d] * inv;
+        if (lse) lse[o] = Ls[r] > 0 ? M[r] + std::log(Ls[r]) : kNegInf;
       }
     }
   });

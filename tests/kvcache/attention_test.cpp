@@ -64,8 +64,8 @@ void append_queries(Setup& st, int n_tok, std::vector<float>& q, std::vector<int
   ASSERT_TRUE(st.cache->append(0, n_tok, k.data(), v.data(), qpos.data()));
 }
 
-void check(DType dt, int n_ctx, int n_tok, bool evict, int threads) {
-  Setup st = make(dt, n_ctx, evict, 1000 + n_ctx * 7 + n_tok);
+void check(DType dt, int n_ctx, int n_tok, bool evict, int threads, int H = 6, int Hkv = 2, int D = 16) {
+  Setup st = make(dt, n_ctx, evict, 1000 + n_ctx * 7 + n_tok, H, Hkv, D);
   std::vector<float> q;
   std::vector<int32_t> qpos;
   append_queries(st, n_tok, q, qpos, 77 + n_tok);
@@ -164,6 +164,18 @@ TEST(Attention, PrefillMatchesReference) {
   for (int n_ctx : {0, 5, 300})
     for (int n_tok : {8, 70, 130}) check(DType::F32, n_ctx, n_tok, false, 2);
   check(DType::F32, 1100, 64, false, 3);  // more than one key block
+}
+
+// The prefill path stacks the query heads of a GQA group into one matrix per task, in query blocks
+// of ~256 / G tokens: group sizes 1 (MHA, 128-token blocks), 4, 7 and 8, head dims 64 and 128,
+// several query blocks with the causal diagonal inside, compressed heads of different lengths.
+TEST(Attention, PrefillGroupedQueryShapesMatchReference) {
+  struct Shape { int H, Hkv, D; };
+  for (const Shape sh : {Shape{4, 4, 64}, Shape{16, 4, 64}, Shape{14, 2, 64}, Shape{16, 2, 128}})
+    for (bool evict : {false, true}) {
+      check(DType::F16, 0, 150, evict, 2, sh.H, sh.Hkv, sh.D);
+      check(DType::F16, 600, 150, evict, 2, sh.H, sh.Hkv, sh.D);
+    }
 }
 
 TEST(Attention, PerHeadCompressedCacheMatchesReference) {
