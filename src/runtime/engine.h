@@ -1,5 +1,6 @@
 // The inference engine: a loaded model, a thread pool, the KV page pool and the scratch of the
-// forward pass, which itself lives in runtime/arch/llama.cpp (read it top-down). forward() runs
+// forward pass, which itself lives in runtime/arch/forward.cpp (the steps each architecture runs
+// differently: one file per architecture beside it, runtime/arch/block.h). forward() runs
 // a token sequence over any KvCache, in prefill chunks of n_batch tokens or single-token decode.
 #pragma once
 #include <cstdint>
@@ -16,7 +17,7 @@
 #include "press/stats.h"
 #include "kvcache/page_pool.h"
 #include "model/model.h"
-#include "runtime/arch/llama.h"
+#include "runtime/arch/forward.h"
 
 namespace kvs {
 

@@ -45,7 +45,7 @@
 //    query-aware question.
 //  - Chunked prefill: the paper (and the official code) prefills the prompt in one pass, so the
 //    ranking query is the context's last token at every layer. With a row selector the forward
-//    runs layer-major (runtime/arch/llama.h forward_layer_major: every n_batch chunk through
+//    runs layer-major (runtime/arch/forward.h forward_layer_major: every n_batch chunk through
 //    layer l before any goes through layer l + 1), so the selector sees the whole prefill and
 //    its last token before each layer, whatever -b is: the kept rows are the same for every -b.
 #include "press/methods/uncomp.h"
@@ -395,7 +395,7 @@ UncompRowSelector::UncompRowSelector(const PrefillRows& p, std::vector<int64_t> 
 bool UncompRowSelector::select_rows(const RowView& v, std::vector<int32_t>& keep) {
   const int T = v.n_tok, il = v.layer;
   if (il <= 0 || il >= static_cast<int>(stage_rows_.size()) || stage_rows_[il] >= stage_rows_[il - 1]) return false;
-  // The forward shows the whole prefill (layer-major, runtime/arch/llama.h forward_layer_major),
+  // The forward shows the whole prefill (layer-major, runtime/arch/forward.h forward_layer_major),
   // so the row with the largest position is the prefill's last token.
   if (v.pos[T - 1] != end_pos_ - 1)
     fail("uncomp: internal: the row selector was shown a chunk (last position {}, prefill ends at {}), not the whole "

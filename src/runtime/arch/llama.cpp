@@ -1,433 +1,93 @@
-#include "runtime/arch/llama.h"
+// The Llama block, read top-down (Llama 2/3/3.1/3.2, Mistral, SmolLM, TinyLlama; Qwen2 and Phi-3
+// run it too: qwen2.cpp, phi3.cpp):
+//   x = embed(token)
+//   per layer:  n = attn_norm(x)
+//               q = RoPE(W_q . n + b_q), k = RoPE(W_k . n + b_k), v = W_v . n + b_v   (biases optional:
+//                                                                                 Qwen2's; some Llama files)
+//               x = x + W_o . attention(q, cache + k, cache + v)                  (forward.cpp)
+//               x = x + W_down . (silu(W_gate . m) * (W_up . m)),  m = ffn_norm(x)
+//   logits = W_out . output_norm(x)
+// Sources: Meta's llama model.py, transformers' modeling_llama.py, llama.cpp's build_llama.
+#include <vector>
 
-#include <algorithm>
-#include <cmath>
-#include <cstring>
-
-#include "core/error.h"
 #include "kernels/ops.h"
-#include "runtime/arch/gemma.h"
+#include "runtime/arch/block.h"
 
 namespace kvs::arch {
 
-void Activations::reserve(const HParams& hp, int n) {
-  if (n <= capacity) return;
-  const size_t T = static_cast<size_t>(n);
-  const size_t E = hp.n_embd, Q = static_cast<size_t>(hp.n_head) * hp.head_dim,
-               KV = static_cast<size_t>(hp.n_head_kv) * hp.head_dim, F = hp.n_ff;
-  x.resize(T * E);
-  xn.resize(T * std::max(E, Q));
-  q.resize(T * Q);
-  k.resize(T * KV);
-  v.resize(T * KV);
-  q_pre.resize(T * Q);
-  k_pre.resize(T * KV);
-  att.resize(T * Q);
-  lse.resize(T * hp.n_head);
-  ffn_gate.resize(T * F);
-  ffn_up.resize(T * F);
-  rope.resize(T * hp.rope_dim);
-  if (hp.rope_theta_swa > 0) rope_local.resize(T * hp.rope_dim);
-  capacity = n;
-}
-
-namespace {
-// The inverse frequencies layer il rotates with.
-const std::vector<float>& inv_freq(const Model& m, int il) {
-  return m.hp.layer_local_rope(il) ? m.rope_inv_freq_swa : m.rope_inv_freq;
-}
-
-// (cos, sin) pairs of positions pos[0..n) for inverse frequencies f: out [n][R].
-void rope_rows(const std::vector<float>& f, int R, const int32_t* pos, int n, float* out) {
-  for (int t = 0; t < n; ++t) {
-    float* cs = out + static_cast<size_t>(t) * R;
-    for (int i = 0; i < R / 2; ++i) {
-      const double a = static_cast<double>(pos[t]) * f[static_cast<size_t>(i)];
-      cs[2 * i] = static_cast<float>(std::cos(a));
-      cs[2 * i + 1] = static_cast<float>(std::sin(a));
-    }
-  }
-}
-}  // namespace
-
-void rope_table(const Model& m, int layer, const int32_t* pos, int n, float* out) {
-  rope_rows(inv_freq(m, layer), m.hp.rope_dim, pos, n, out);
-}
-
-void rope_table_mean(const Model& m, int layer, int32_t first, int32_t count, float* out) {
-  KVS_ASSERT(count >= 1);
-  const int R = m.hp.rope_dim;
-  const std::vector<float>& f = inv_freq(m, layer);
-  for (int i = 0; i < R / 2; ++i) {
-    double c = 0, s = 0;
-    for (int32_t p = first; p < first + count; ++p) {
-      const double a = static_cast<double>(p) * f[static_cast<size_t>(i)];
-      c += std::cos(a);
-      s += std::sin(a);
-    }
-    out[2 * i] = static_cast<float>(c / count);
-    out[2 * i + 1] = static_cast<float>(s / count);
-  }
-}
-
-namespace {
-
 using detail::for_rows;
 
-// Per-head RMSNorm in place: x [heads][D], weights w [D] (Qwen3's q_norm / k_norm).
-void qk_norm(float* x, int heads, int D, const float* w, float eps) {
-  for (int h = 0; h < heads; ++h) kernels::rmsnorm(x + static_cast<size_t>(h) * D, w, x + static_cast<size_t>(h) * D, D, eps);
-}
+namespace llama {
 
-// Q/K/V of the normed rows a.xn: projections, biases, Qwen3's / Gemma 3's per-head Q/K norms,
-// pre-RoPE copies, RoPE with the layer's table (rope [n][R]).
-void qkv(const Runtime& rt, const LayerWeights& L, Activations& a, int n, bool keep_pre, const float* rope) {
+void attention_input(const Runtime& rt, Activations& a, int il, int n, bool keep_pre, const float* rope) {
   const HParams& hp = rt.model.hp;
-  const int H = hp.n_head, Hkv = hp.n_head_kv, D = hp.head_dim, R = hp.rope_dim;
-  const int Q = H * D, KV = Hkv * D;
-  kernels::matmul(L.wq, a.xn.data(), n, a.q.data(), rt.pool, rt.mm);
-  kernels::matmul(L.wk, a.xn.data(), n, a.k.data(), rt.pool, rt.mm);
-  kernels::matmul(L.wv, a.xn.data(), n, a.v.data(), rt.pool, rt.mm);
+  const LayerWeights& L = rt.model.layers[static_cast<size_t>(il)];
+  // n = attn_norm(x); q, k, v = W . n
+  step::norm_rows(rt, a.x.data(), L.attn_norm, a.xn.data(), n);
+  step::project_qkv(rt, L, a, n);
   for_rows(rt.pool, n, [&](int t) {
-    float* qt = a.q.data() + static_cast<size_t>(t) * Q;
-    float* kt = a.k.data() + static_cast<size_t>(t) * KV;
-    if (L.bq.valid()) {
-      kernels::add_f32(qt, L.bq.f32(), Q);
-      kernels::add_f32(kt, L.bk.f32(), KV);
-      kernels::add_f32(a.v.data() + static_cast<size_t>(t) * KV, L.bv.f32(), KV);
-    }
-    if (L.q_norm.valid()) {  // Qwen3, Gemma 3: each head's query and key RMS-normed (weights [D]) before RoPE
-      qk_norm(qt, H, D, L.q_norm.f32(), hp.rms_eps);
-      qk_norm(kt, Hkv, D, L.k_norm.f32(), hp.rms_eps);
-    }
-    if (keep_pre) {
-      std::memcpy(a.q_pre.data() + static_cast<size_t>(t) * Q, qt, sizeof(float) * Q);
-      std::memcpy(a.k_pre.data() + static_cast<size_t>(t) * KV, kt, sizeof(float) * KV);
-    }
-    const float* cs = rope + static_cast<size_t>(t) * R;
-    kernels::rope(qt, H, D, R, cs, hp.rope_style);
-    kernels::rope(kt, Hkv, D, R, cs, hp.rope_style);
+    // + b_q, b_k, b_v
+    step::add_qkv_bias(hp, L, a, t);
+    if (keep_pre) step::keep_pre_rope(hp, a, t);
+    // q, k = RoPE(q), RoPE(k)
+    step::rope_qk(hp, a, t, rope + static_cast<size_t>(t) * hp.rope_dim);
   });
 }
 
-// Keeps rows keep[0..m) of the chunk: the residual stream, positions, row indices, RoPE rows.
-void compact_rows(const HParams& hp, Activations& a, int n, const std::vector<int32_t>& keep) {
-  const int m = static_cast<int>(keep.size());
-  KVS_ASSERT(m >= 1 && keep.back() == n - 1);
-  for (int i = 0; i < m; ++i) KVS_ASSERT(keep[i] >= 0 && keep[i] < n && (i == 0 || keep[i] > keep[i - 1]));
-  const size_t E = hp.n_embd, R = hp.rope_dim;
-  for (int i = 0; i < m; ++i) {
-    const size_t src = static_cast<size_t>(keep[i]);
-    if (src == static_cast<size_t>(i)) continue;
-    std::memmove(a.x.data() + i * E, a.x.data() + src * E, sizeof(float) * E);
-    std::memmove(a.rope.data() + i * R, a.rope.data() + src * R, sizeof(float) * R);
-    if (hp.rope_theta_swa > 0) std::memmove(a.rope_local.data() + i * R, a.rope_local.data() + src * R, sizeof(float) * R);
-    a.pos[static_cast<size_t>(i)] = a.pos[src];
-    a.row[static_cast<size_t>(i)] = a.row[src];
-  }
-  a.pos.resize(static_cast<size_t>(m));
-  a.row.resize(static_cast<size_t>(m));
-}
-
-}  // namespace
-
-void project_attn_input_queries(const Runtime& rt, int layer, const float* attn_in, int n, const float* rope_cs,
-                                 bool rope_shared, float* q_out) {
+void queries(const Runtime& rt, int il, const float* attn_in, int n, const float* rope_cs, bool rope_shared,
+             float* q_out) {
   const HParams& hp = rt.model.hp;
-  KVS_ASSERT(layer >= 0 && layer < hp.n_layer);
-  const LayerWeights& L = rt.model.layers[static_cast<size_t>(layer)];
+  const LayerWeights& L = rt.model.layers[static_cast<size_t>(il)];
   const int H = hp.n_head, D = hp.head_dim, R = hp.rope_dim, Q = H * D;
   kernels::matmul(L.wq, attn_in, n, q_out, rt.pool, rt.mm);
   for_rows(rt.pool, n, [&](int t) {
     float* qt = q_out + static_cast<size_t>(t) * Q;
     if (L.bq.valid()) kernels::add_f32(qt, L.bq.f32(), Q);
-    if (L.q_norm.valid()) qk_norm(qt, H, D, L.q_norm.f32(), hp.rms_eps);
     kernels::rope(qt, H, D, R, rope_cs + (rope_shared ? 0 : static_cast<size_t>(t) * R), hp.rope_style);
   });
 }
 
-void project_queries(const Runtime& rt, int layer, const float* hidden, int n, const float* rope_cs, bool rope_shared,
-                     float* q_out, float* xn_scratch) {
-  const HParams& hp = rt.model.hp;
-  KVS_ASSERT(layer >= 0 && layer < hp.n_layer);
-  const LayerWeights& L = rt.model.layers[static_cast<size_t>(layer)];
-  const int E = hp.n_embd;
+void embed(const Runtime& rt, const int32_t* tokens, int n, float* x) {
+  const Model& m = rt.model;
+  const int E = m.hp.n_embd;
   for_rows(rt.pool, n, [&](int t) {
-    kernels::rmsnorm(hidden + static_cast<size_t>(t) * E, L.attn_norm.f32(), xn_scratch + static_cast<size_t>(t) * E, E,
-                     hp.rms_eps);
+    kernels::dequantize_row(m.tok_embd.type, m.tok_embd.row(tokens[t]), x + static_cast<size_t>(t) * E, E);
   });
-  project_attn_input_queries(rt, layer, xn_scratch, n, rope_cs, rope_shared, q_out);
 }
 
-namespace {
-
-// Attention block of layer il on the chunk's rows a.x[0..n) (a.pos, a.rope set): norm, Q/K/V,
-// then append every segment's K/V to its cache, the attention of all segments (attention_batch), each one's observer.
-void attention_block(const Runtime& rt, Activations& a, std::span<Segment> segs, int il, int n, bool keep_pre) {
-  const HParams& hp = rt.model.hp;
-  const LayerWeights& L = rt.model.layers[static_cast<size_t>(il)];
-  const int E = hp.n_embd, H = hp.n_head, Hkv = hp.n_head_kv, D = hp.head_dim;
-  // x += Wo . attention(RoPE(Wq . norm(x)), cache + RoPE(Wk . norm(x)), Wv . norm(x)): the
-  // projections over every row of the chunk; append, attention and observers per sequence.
-  for_rows(rt.pool, n, [&](int t) {
-    kernels::rmsnorm(a.x.data() + static_cast<size_t>(t) * E, L.attn_norm.f32(), a.xn.data() + static_cast<size_t>(t) * E, E,
-                     hp.rms_eps);
-  });
-  qkv(rt, L, a, n, keep_pre, hp.layer_local_rope(il) ? a.rope_local.data() : a.rope.data());
-  // Every sequence's K/V appended to its cache, then the attention of all of them in one call
-  // (one parallel section for the batch's decode rows), then each sequence's observer.
-  std::vector<AttnJob> jobs;
-  jobs.reserve(segs.size());
-  for (const Segment& sg : segs) {
-    const size_t r0 = static_cast<size_t>(sg.first);
-    const int32_t* sp = a.pos.data() + r0;
-    if (!sg.cache->append(il, sg.n, a.k.data() + r0 * Hkv * D, a.v.data() + r0 * Hkv * D, sp))
-      fail("KV cache memory cap reached while appending layer {}", il);
-    jobs.push_back({sg.cache, a.q.data() + r0 * H * D, sp, sg.n, a.att.data() + r0 * H * D, a.lse.data() + r0 * H});
-  }
-  attention_batch(jobs, il, rt.shape, rt.pool, rt.attn);
-  for (const Segment& sg : segs) {
-    const size_t r0 = static_cast<size_t>(sg.first);
-    float* q = a.q.data() + r0 * H * D;
-    const int32_t* sp = a.pos.data() + r0;
-    if (sg.observer) {
-      LayerView v;
-      v.layer = il;
-      v.n_tok = sg.n;
-      v.pos = sp;
-      v.shape = &rt.shape;
-      v.hidden = a.x.data() + r0 * E;
-      v.attn_in = a.xn.data() + r0 * E;  // attn_norm(x), overwritten only after the observers ran
-      v.q = q;
-      v.lse = a.lse.data() + r0 * H;
-      v.q_pre_rope = keep_pre ? a.q_pre.data() + r0 * H * D : nullptr;
-      v.k_pre_rope = keep_pre ? a.k_pre.data() + r0 * Hkv * D : nullptr;
-      v.cache = sg.cache;
-      sg.observer->on_layer(v);
-    }
-    // A local (sliding-window) layer: the next query (position > this chunk's last, p) sees keys
-    // at positions >= p + 2 - window; the pages wholly before that are freed (memory bounded by
-    // the window plus the pages in use, whatever the context).
-    if (const int32_t w = rt.shape.window(il); w > 0) sg.cache->drop_pages_before(il, sp[sg.n - 1] + 2 - w);
-  }
-}
-
-// The rest of layer il on rows [0, rows) of a.att / a.x: output projection + residual, then the
-// feed-forward block (SwiGLU): x += W_down . (silu(W_gate . norm(x)) * (W_up . norm(x))).
 void output_and_ffn(const Runtime& rt, Activations& a, int il, int rows) {
   const HParams& hp = rt.model.hp;
-  if (hp.gemma_block) return gemma_output_and_ffn(rt, a, il, rows);  // Gemma: post-norms, GeGLU
   const LayerWeights& L = rt.model.layers[static_cast<size_t>(il)];
-  const int E = hp.n_embd, F = hp.n_ff;
+  const size_t F = static_cast<size_t>(hp.n_ff);
+  // x = x + W_o . att
   kernels::matmul(L.wo, a.att.data(), rows, a.xn.data(), rt.pool, rt.mm);
-  for_rows(rt.pool, rows, [&](int t) {
-    kernels::add_f32(a.x.data() + static_cast<size_t>(t) * E, a.xn.data() + static_cast<size_t>(t) * E, E);
-  });
-  for_rows(rt.pool, rows, [&](int t) {
-    kernels::rmsnorm(a.x.data() + static_cast<size_t>(t) * E, L.ffn_norm.f32(), a.xn.data() + static_cast<size_t>(t) * E, E,
-                     hp.rms_eps);
-  });
+  step::add_residual(rt, a, a.xn.data(), rows);
+  // x = x + W_down . (silu(W_gate . m) * (W_up . m)),  m = ffn_norm(x)
+  step::norm_rows(rt, a.x.data(), L.ffn_norm, a.xn.data(), rows);
   kernels::matmul(L.ffn_gate, a.xn.data(), rows, a.ffn_gate.data(), rt.pool, rt.mm);
   kernels::matmul(L.ffn_up, a.xn.data(), rows, a.ffn_up.data(), rt.pool, rt.mm);
   for_rows(rt.pool, rows, [&](int t) {
-    kernels::silu_mul(a.ffn_gate.data() + static_cast<size_t>(t) * F, a.ffn_up.data() + static_cast<size_t>(t) * F, F);
+    kernels::silu_mul(a.ffn_gate.data() + t * F, a.ffn_up.data() + t * F, static_cast<int64_t>(F));
   });
   kernels::matmul(L.ffn_down, a.ffn_gate.data(), rows, a.xn.data(), rt.pool, rt.mm);
-  for_rows(rt.pool, rows, [&](int t) {
-    kernels::add_f32(a.x.data() + static_cast<size_t>(t) * E, a.xn.data() + static_cast<size_t>(t) * E, E);
-  });
+  step::add_residual(rt, a, a.xn.data(), rows);
 }
 
-// logits = W_out . norm(x) of rows out_rows of a.x: [out_rows.size()][V].
-void output_logits(const Runtime& rt, Activations& a, const std::vector<int>& out_rows, float* logits_out) {
+void logits(const Runtime& rt, Activations& a, const std::vector<int>& rows, float* logits_out) {
   const HParams& hp = rt.model.hp;
-  const int E = hp.n_embd;
-  for (size_t i = 0; i < out_rows.size(); ++i)
-    kernels::rmsnorm(a.x.data() + static_cast<size_t>(out_rows[i]) * E, rt.model.output_norm.f32(), a.xn.data() + i * E, E,
-                     hp.rms_eps);
-  kernels::matmul(rt.model.output, a.xn.data(), static_cast<int64_t>(out_rows.size()), logits_out, rt.pool, rt.mm);
-  if (hp.final_softcap > 0) {  // Gemma: logits -> c * tanh(logits / c), as llama.cpp (scale by 1/c, tanh, scale by c)
-    const float c = hp.final_softcap, inv = 1.0f / c;
-    const size_t n = out_rows.size() * static_cast<size_t>(hp.n_vocab);
-    for (size_t i = 0; i < n; ++i) logits_out[i] = c * std::tanh(logits_out[i] * inv);
-  }
+  const size_t E = static_cast<size_t>(hp.n_embd);
+  // logits = W_out . output_norm(x)
+  for (size_t i = 0; i < rows.size(); ++i)
+    kernels::rmsnorm(a.x.data() + static_cast<size_t>(rows[i]) * E, rt.model.output_norm.f32(), a.xn.data() + i * E,
+                     static_cast<int64_t>(E), hp.rms_eps);
+  kernels::matmul(rt.model.output, a.xn.data(), static_cast<int64_t>(rows.size()), logits_out, rt.pool, rt.mm);
 }
 
-// The RoPE rows of positions pos[0..n): the table every layer uses (global) [n][R], and the local
-// layers' own [n][R] when the model has one (Gemma 3; `local` untouched otherwise).
-void fill_rope(const Model& m, const int32_t* pos, int n, float* global, float* local) {
-  rope_rows(m.rope_inv_freq, m.hp.rope_dim, pos, n, global);
-  if (!m.rope_inv_freq_swa.empty()) rope_rows(m.rope_inv_freq_swa, m.hp.rope_dim, pos, n, local);
-}
+}  // namespace llama
 
-// The embedding rows of tokens: x [n][E] (Gemma: times sqrt(E), in F32 as llama.cpp and transformers).
-void embed(const Runtime& rt, const int32_t* tokens, int n, float* x) {
-  const Model& model = rt.model;
-  const int E = model.hp.n_embd;
-  const float scale = model.hp.gemma_block ? std::sqrt(static_cast<float>(E)) : 1.0f;
-  for_rows(rt.pool, n, [&](int t) {
-    float* xt = x + static_cast<size_t>(t) * E;
-    kernels::dequantize_row(model.tok_embd.type, model.tok_embd.row(tokens[t]), xt, E);
-    if (scale != 1.0f) kernels::scale_f32(xt, scale, E);
-  });
-}
-
-}  // namespace
-
-int forward_segments(const Runtime& rt, Activations& a, std::span<Segment> segs, const int32_t* tokens,
-                     const int32_t* pos, int n, LogitsRows mode, RowSelector* row_selector, float* logits_out) {
-  const Model& model = rt.model;
-  const HParams& hp = model.hp;
-  KVS_ASSERT(!segs.empty());
-  KVS_ASSERT(!row_selector || segs.size() == 1);
-  KVS_ASSERT(mode != LogitsRows::All || segs.size() == 1);
-  a.reserve(hp, n);
-  const int E = hp.n_embd, H = hp.n_head, D = hp.head_dim;
-  bool keep_pre = false;
-  for (const Segment& sg : segs) keep_pre |= sg.observer && sg.observer->needs_pre_rope();
-  a.pos.assign(pos, pos + n);
-  a.row.resize(static_cast<size_t>(n));
-  for (int t = 0; t < n; ++t) a.row[static_cast<size_t>(t)] = t;
-
-  // Embedding and the RoPE table of every row.
-  embed(rt, tokens, n, a.x.data());
-  fill_rope(model, a.pos.data(), n, a.rope.data(), a.rope_local.data());
-
-  std::vector<int32_t> keep;
-  int n_out = 0;  // > 0: the last layer ran on the logits rows only, moved to rows 0..n_out-1
-  for (int il = 0; il < hp.n_layer; ++il) {
-    int rows = n;  // rows the output projection and feed-forward block run on
-    // Optional pruning of rows before the layer (this chunk's rows only; a whole prefill is
-    // pruned layer-major by forward_layer_major).
-    if (row_selector && il > 0) {
-      RowView rv{il, n, E, a.pos.data(), a.row.data(), a.x.data(), segs[0].cache};
-      keep.clear();
-      if (row_selector->select_rows(rv, keep) && static_cast<int>(keep.size()) < n) {
-        compact_rows(hp, a, n, keep);
-        n = static_cast<int>(keep.size());
-        segs[0].n = n;
-      }
-    }
-    attention_block(rt, a, segs, il, n, keep_pre);
-    // Without logits nothing reads the last layer's output (a prefill chunk before the last, a
-    // press's probe forward): its output projection and feed-forward block are skipped.
-    if (mode == LogitsRows::None && il == hp.n_layer - 1) break;
-    // With the last row's logits only, the last layer's output projection and feed-forward block
-    // run on those rows alone (one per sequence), moved to the front: a.att [n_out][H * D] and
-    // a.x [n_out][E]. Segments are in row order, so row i <= the row copied into it.
-    if (mode == LogitsRows::Last && il == hp.n_layer - 1) {
-      int i = 0;
-      for (const Segment& sg : segs) {
-        const size_t t = static_cast<size_t>(sg.first + sg.n - 1), d = static_cast<size_t>(i++);
-        if (t == d) continue;
-        std::memmove(a.att.data() + d * H * D, a.att.data() + t * H * D, sizeof(float) * H * D);
-        std::memmove(a.x.data() + d * E, a.x.data() + t * E, sizeof(float) * E);
-      }
-      n_out = i;
-      rows = i;
-    }
-    output_and_ffn(rt, a, il, rows);
-  }
-
-  // Output: logits = W_out . norm(x) for the last row of every sequence, or every row alive.
-  if (mode == LogitsRows::None) return n;
-  std::vector<int> out_rows;
-  if (mode == LogitsRows::All)
-    for (int t = 0; t < n; ++t) out_rows.push_back(t);
-  else if (n_out > 0)
-    for (int t = 0; t < n_out; ++t) out_rows.push_back(t);  // moved to the front in the last layer
-  else
-    for (const Segment& sg : segs) out_rows.push_back(sg.first + sg.n - 1);
-  output_logits(rt, a, out_rows, logits_out);
-  return n;
-}
-
-int forward_layer_major(const Runtime& rt, Activations& a, KvCache& cache, const int32_t* tokens, const int32_t* pos,
-                        int n, int n_batch, LogitsRows mode, const ForwardHooks& hooks, float* logits_out,
-                        std::vector<int32_t>* rows_out) {
-  const Model& model = rt.model;
-  const HParams& hp = model.hp;
-  const int E = hp.n_embd, H = hp.n_head, D = hp.head_dim, L = hp.n_layer;
-  KVS_ASSERT(n >= 1 && n_batch >= 1);
-  const bool keep_pre = hooks.observer && hooks.observer->needs_pre_rope();
-  // The whole prefill's residual stream, positions, input rows and RoPE rows: X [n][E], P [n],
-  // R [n], RC [n][rope_dim].
-  const int RD = hp.rope_dim;
-  // RCL [n][rope_dim]: the local layers' RoPE rows (Gemma 3 only, else empty).
-  const bool two_tables = hp.rope_theta_swa > 0;
-  std::vector<float> X(static_cast<size_t>(n) * E), RC(static_cast<size_t>(n) * RD),
-      RCL(two_tables ? static_cast<size_t>(n) * RD : 0);
-  std::vector<int32_t> P(pos, pos + n), R(static_cast<size_t>(n));
-  for (int t = 0; t < n; ++t) R[static_cast<size_t>(t)] = t;
-  fill_rope(model, P.data(), n, RC.data(), RCL.data());
-  embed(rt, tokens, n, X.data());
-  a.reserve(hp, std::min(n, n_batch));
-  std::vector<int32_t> keep;
-  for (int il = 0; il < L; ++il) {
-    // Pruning before the layer, over every row still alive (UNComp ranks them by the attention
-    // of the context's last token at the previous layer, which has seen the whole context).
-    if (hooks.rows && il > 0) {
-      RowView rv{il, n, E, P.data(), R.data(), X.data(), &cache};
-      keep.clear();
-      if (hooks.rows->select_rows(rv, keep) && static_cast<int>(keep.size()) < n) {
-        const int m = static_cast<int>(keep.size());
-        KVS_ASSERT(m >= 1 && keep.back() == n - 1);
-        for (int i = 0; i < m; ++i) {
-          const size_t src = static_cast<size_t>(keep[static_cast<size_t>(i)]);
-          KVS_ASSERT(src < static_cast<size_t>(n) && (i == 0 || keep[static_cast<size_t>(i)] > keep[static_cast<size_t>(i - 1)]));
-          if (src == static_cast<size_t>(i)) continue;
-          std::memmove(X.data() + static_cast<size_t>(i) * E, X.data() + src * E, sizeof(float) * E);
-          std::memmove(RC.data() + static_cast<size_t>(i) * RD, RC.data() + src * RD, sizeof(float) * RD);
-          if (two_tables) std::memmove(RCL.data() + static_cast<size_t>(i) * RD, RCL.data() + src * RD, sizeof(float) * RD);
-          P[static_cast<size_t>(i)] = P[src];
-          R[static_cast<size_t>(i)] = R[src];
-        }
-        n = m;
-        P.resize(static_cast<size_t>(n));
-        R.resize(static_cast<size_t>(n));
-      }
-    }
-    const bool last_layer = il == L - 1;
-    // The layer over chunks of n_batch rows: each chunk's queries see the layer's keys of every
-    // earlier chunk (appended before) and its own, causally.
-    for (int b = 0; b < n; b += n_batch) {
-      const int nb = std::min(n_batch, n - b);
-      std::memcpy(a.x.data(), X.data() + static_cast<size_t>(b) * E, sizeof(float) * static_cast<size_t>(nb) * E);
-      a.pos.assign(P.begin() + b, P.begin() + b + nb);
-      a.row.assign(R.begin() + b, R.begin() + b + nb);
-      std::memcpy(a.rope.data(), RC.data() + static_cast<size_t>(b) * RD, sizeof(float) * static_cast<size_t>(nb) * RD);
-      if (two_tables)
-        std::memcpy(a.rope_local.data(), RCL.data() + static_cast<size_t>(b) * RD, sizeof(float) * static_cast<size_t>(nb) * RD);
-      Segment seg{&cache, 0, nb, hooks.observer};
-      attention_block(rt, a, std::span<Segment>(&seg, 1), il, nb, keep_pre);
-      if (last_layer && mode == LogitsRows::None) continue;
-      int rows = nb;
-      if (last_layer && mode == LogitsRows::Last) {
-        if (b + nb < n) continue;  // only the prefill's last row needs the rest of the last layer
-        std::memmove(a.att.data(), a.att.data() + static_cast<size_t>(nb - 1) * H * D, sizeof(float) * H * D);
-        std::memmove(a.x.data(), a.x.data() + static_cast<size_t>(nb - 1) * E, sizeof(float) * E);
-        rows = 1;
-      }
-      output_and_ffn(rt, a, il, rows);
-      if (last_layer && mode == LogitsRows::Last) {
-        output_logits(rt, a, {0}, logits_out);
-      } else if (last_layer && mode == LogitsRows::All) {
-        std::vector<int> out(static_cast<size_t>(nb));
-        for (int t = 0; t < nb; ++t) out[static_cast<size_t>(t)] = t;
-        output_logits(rt, a, out, logits_out + static_cast<size_t>(b) * hp.n_vocab);
-      } else {
-        std::memcpy(X.data() + static_cast<size_t>(b) * E, a.x.data(), sizeof(float) * static_cast<size_t>(nb) * E);
-      }
-    }
-  }
-  if (rows_out) *rows_out = R;
-  return n;
-}
-
-int forward_chunk(const Runtime& rt, Activations& a, KvCache& cache, const int32_t* tokens, const int32_t* pos, int n,
-                  LogitsRows mode, const ForwardHooks& hooks, float* logits_out) {
-  Segment seg{&cache, 0, n, hooks.observer};
-  return forward_segments(rt, a, std::span<Segment>(&seg, 1), tokens, pos, n, mode, hooks.rows, logits_out);
+const ArchBlock& llama_block() {
+  static const ArchBlock b{llama::embed, llama::attention_input, llama::queries, llama::output_and_ffn, llama::logits};
+  return b;
 }
 
 }  // namespace kvs::arch

@@ -1,13 +1,10 @@
-// The Llama-family forward pass, read top-down: embedding -> N x [RMSNorm, Q/K/V projections
-// (+ Qwen2's biases), RoPE, append K/V to the cache, attention over the per-head cache, output
-// projection, residual, RMSNorm, SwiGLU FFN, residual] -> RMSNorm -> logits.
-// Covers `llama` (Llama 2/3/3.1/3.2, Mistral, SmolLM, TinyLlama), `qwen2` (Llama + QKV biases,
-// rotate-half RoPE), `qwen3` (Llama + a per-head RMSNorm of Q and K before rotate-half RoPE,
-// head_dim independent of the width) and `phi3` (fused projections split at load): the same block
-// with optional steps, so one file, as llama.cpp's src/models/<arch>.cpp. Gemma 2's half of a layer
-// after the attention (post-norms, GeGLU) is its own file, runtime/arch/gemma.cpp; its embedding
-// scale and final soft-capping are the two lines marked "Gemma" here, its attention soft-capping
-// and sliding windows are AttnShape's (kvcache/attention.h).
+// The forward pass every architecture shares, read top-down: embedding -> N x [attention input
+// (norm, Q/K/V, RoPE), append K/V to the cache, attention over the per-head cache, output
+// projection and feed-forward block] -> logits, over chunks of rows that may hold several
+// sequences (batched decoding) or a whole prefill layer by layer (forward_layer_major). What
+// differs between architectures is their ArchBlock, one file each (runtime/arch/block.h lists them:
+// llama.cpp, qwen2.cpp, qwen3.cpp, phi3.cpp, gemma2.cpp, gemma3.cpp); attention's own differences
+// (sliding windows, soft-capping) are AttnShape's (kvcache/attention.h).
 //
 // Dimension legend: T = rows (tokens) of the chunk, E = n_embd, H = query heads, Hkv = KV heads,
 // D = head_dim, R = rope_dim, F = n_ff, V = n_vocab.

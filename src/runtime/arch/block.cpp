@@ -1,0 +1,71 @@
+#include "runtime/arch/block.h"
+
+#include <cstring>
+
+#include "core/error.h"
+#include "kernels/ops.h"
+
+namespace kvs::arch {
+
+const ArchBlock& block_of(Arch arch) {
+  switch (arch) {
+    case Arch::Llama: return llama_block();
+    case Arch::Qwen2: return qwen2_block();
+    case Arch::Qwen3: return qwen3_block();
+    case Arch::Phi3: return phi3_block();
+    case Arch::Gemma2: return gemma2_block();
+    case Arch::Gemma3: return gemma3_block();
+  }
+  fail("no forward pass for architecture #{}", static_cast<int>(arch));
+}
+
+namespace step {
+
+void norm_rows(const Runtime& rt, const float* x, const TensorView& w, float* out, int n) {
+  const HParams& hp = rt.model.hp;
+  const size_t E = static_cast<size_t>(hp.n_embd);
+  detail::for_rows(rt.pool, n, [&](int t) {
+    kernels::rmsnorm(x + static_cast<size_t>(t) * E, w.f32(), out + static_cast<size_t>(t) * E, static_cast<int>(E),
+                     hp.rms_eps);
+  });
+}
+
+void project_qkv(const Runtime& rt, const LayerWeights& L, Activations& a, int n) {
+  kernels::matmul(L.wq, a.xn.data(), n, a.q.data(), rt.pool, rt.mm);
+  kernels::matmul(L.wk, a.xn.data(), n, a.k.data(), rt.pool, rt.mm);
+  kernels::matmul(L.wv, a.xn.data(), n, a.v.data(), rt.pool, rt.mm);
+}
+
+void add_qkv_bias(const HParams& hp, const LayerWeights& L, Activations& a, int t) {
+  if (!L.bq.valid()) return;
+  const size_t Q = static_cast<size_t>(hp.n_head) * hp.head_dim, KV = static_cast<size_t>(hp.n_head_kv) * hp.head_dim;
+  kernels::add_f32(a.q.data() + t * Q, L.bq.f32(), static_cast<int64_t>(Q));
+  kernels::add_f32(a.k.data() + t * KV, L.bk.f32(), static_cast<int64_t>(KV));
+  kernels::add_f32(a.v.data() + t * KV, L.bv.f32(), static_cast<int64_t>(KV));
+}
+
+void head_norm(float* x, int heads, int D, const float* w, float eps) {
+  for (int h = 0; h < heads; ++h) kernels::rmsnorm(x + static_cast<size_t>(h) * D, w, x + static_cast<size_t>(h) * D, D, eps);
+}
+
+void keep_pre_rope(const HParams& hp, Activations& a, int t) {
+  const size_t Q = static_cast<size_t>(hp.n_head) * hp.head_dim, KV = static_cast<size_t>(hp.n_head_kv) * hp.head_dim;
+  std::memcpy(a.q_pre.data() + t * Q, a.q.data() + t * Q, sizeof(float) * Q);
+  std::memcpy(a.k_pre.data() + t * KV, a.k.data() + t * KV, sizeof(float) * KV);
+}
+
+void rope_qk(const HParams& hp, Activations& a, int t, const float* cs) {
+  const size_t Q = static_cast<size_t>(hp.n_head) * hp.head_dim, KV = static_cast<size_t>(hp.n_head_kv) * hp.head_dim;
+  kernels::rope(a.q.data() + t * Q, hp.n_head, hp.head_dim, hp.rope_dim, cs, hp.rope_style);
+  kernels::rope(a.k.data() + t * KV, hp.n_head_kv, hp.head_dim, hp.rope_dim, cs, hp.rope_style);
+}
+
+void add_residual(const Runtime& rt, Activations& a, const float* y, int rows) {
+  const size_t E = static_cast<size_t>(rt.model.hp.n_embd);
+  detail::for_rows(rt.pool, rows, [&](int t) {
+    kernels::add_f32(a.x.data() + static_cast<size_t>(t) * E, y + static_cast<size_t>(t) * E, static_cast<int>(E));
+  });
+}
+
+}  // namespace step
+}  // namespace kvs::arch
