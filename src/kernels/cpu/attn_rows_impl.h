@@ -1,0 +1,146 @@
+// Internal: the attention row kernels (semantics in ops.h: qk_rows_*, pv_rows_*), the decode
+// attention's inner loops, written once over a vector ISA `S` and included by attn_avx2.cpp
+// (S = 8 lanes, blocks of 2 queries) and attn_avx512.cpp (16 lanes, blocks of 4; after
+// avx512_begin.h). Include it inside the ISA's namespace: everything here then has internal
+// linkage, compiled for that ISA (see avx512_begin.h).
+//
+// What makes them fast: every K or V row is loaded (and, for F16 pages, converted) once per block
+// of up to S::kQueries queries of the GQA group, not once per query.
+//  - qk: a block of QB queries x 4 rows, one accumulator per pair (QB x 4 registers), the rows'
+//    W-value pieces loaded once for the QB queries; the 4 sums of each query reduced together.
+//  - pv: per piece of 4 W dims of the head, a block of QB queries' accumulators (QB x NC
+//    registers) held across all rows; each row's piece loaded once for the QB queries.
+//
+// S provides: vec, kLanes (W), kQueries (the largest block), zero(), load(const float*),
+// load(const uint16_t*) (F16 -> F32), set1, fmadd, store, sum(vec) -> float, sum4(a, b, c, d)
+// -> __m128 {sum a, sum b, sum c, sum d}.
+//
+// Dimension legend: nq = queries, n = rows in the block, D = head dim (a multiple of W); Q [nq][D],
+// K/V [n][D], out/P rows of stride ldo/ldp, acc [nq][D]; QB = queries per block, NC = W-value
+// pieces held.
+// (No include guard on purpose: each ISA file includes it once, inside its own namespace.)
+
+// Scores of QB queries (rows of Q, stride D) against rows [0, n) of K: out rows of stride ldo.
+template <class S, int QB, typename KT>
+void qk_block(const float* Q, const KT* K, int n, int D, float scale, float* out, int64_t ldo) {
+  using vec = typename S::vec;
+  constexpr int W = S::kLanes;
+  const __m128 vs = _mm_set1_ps(scale);
+  int r = 0;
+  for (; r + 4 <= n; r += 4) {
+    const KT* k0 = K + static_cast<int64_t>(r) * D;
+    vec acc[QB][4];
+#pragma GCC unroll 4
+    for (int q = 0; q < QB; ++q)
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i) acc[q][i] = S::zero();
+    for (int d = 0; d < D; d += W) {
+      const vec x0 = S::load(k0 + d), x1 = S::load(k0 + D + d), x2 = S::load(k0 + 2 * D + d),
+                x3 = S::load(k0 + 3 * D + d);
+#pragma GCC unroll 4
+      for (int q = 0; q < QB; ++q) {
+        const vec qv = S::load(Q + static_cast<int64_t>(q) * D + d);
+        acc[q][0] = S::fmadd(qv, x0, acc[q][0]);
+        acc[q][1] = S::fmadd(qv, x1, acc[q][1]);
+        acc[q][2] = S::fmadd(qv, x2, acc[q][2]);
+        acc[q][3] = S::fmadd(qv, x3, acc[q][3]);
+      }
+    }
+#pragma GCC unroll 4
+    for (int q = 0; q < QB; ++q)
+      _mm_storeu_ps(out + q * ldo + r, _mm_mul_ps(S::sum4(acc[q][0], acc[q][1], acc[q][2], acc[q][3]), vs));
+  }
+  for (; r < n; ++r) {
+    const KT* k0 = K + static_cast<int64_t>(r) * D;
+    vec acc[QB];
+#pragma GCC unroll 4
+    for (int q = 0; q < QB; ++q) acc[q] = S::zero();
+    for (int d = 0; d < D; d += W) {
+      const vec x = S::load(k0 + d);
+#pragma GCC unroll 4
+      for (int q = 0; q < QB; ++q) acc[q] = S::fmadd(S::load(Q + static_cast<int64_t>(q) * D + d), x, acc[q]);
+    }
+#pragma GCC unroll 4
+    for (int q = 0; q < QB; ++q) out[q * ldo + r] = S::sum(acc[q]) * scale;
+  }
+}
+
+// Calls fn.template operator()<QB>(q0) for blocks of S::kQueries queries, then one block of the
+// remainder (1 .. kQueries - 1).
+template <int QMAX, typename Fn>
+inline void for_query_blocks(int nq, Fn&& fn) {
+  int q = 0;
+  for (; q + QMAX <= nq; q += QMAX) fn.template operator()<QMAX>(q);
+  const int rest = nq - q;
+  if constexpr (QMAX > 1) {
+    if (rest == 1) fn.template operator()<1>(q);
+  }
+  if constexpr (QMAX > 2) {
+    if (rest == 2) fn.template operator()<2>(q);
+  }
+  if constexpr (QMAX > 3) {
+    if (rest == 3) fn.template operator()<3>(q);
+  }
+  static_assert(QMAX >= 1 && QMAX <= 4);
+}
+
+template <class S, typename KT>
+void qk_rows(const float* Q, int nq, const KT* K, int n, int D, float scale, float* out, int64_t ldo) {
+  for_query_blocks<S::kQueries>(nq, [&]<int QB>(int q) {
+    qk_block<S, QB>(Q + static_cast<int64_t>(q) * D, K, n, D, scale, out + q * ldo, ldo);
+  });
+}
+
+// acc rows (stride D) of QB queries, dims [0, W NC) of the piece at V, += P rows (stride ldp)
+// times the rows of V (stride D), the accumulators held in registers across all rows; a row whose
+// QB probabilities are all zero (masked) is skipped.
+template <class S, int QB, int NC, typename VT>
+void pv_block(const float* P, int64_t ldp, const VT* V, int n, int D, float* acc) {
+  using vec = typename S::vec;
+  constexpr int W = S::kLanes;
+  vec a[QB][NC];
+#pragma GCC unroll 4
+  for (int q = 0; q < QB; ++q)
+#pragma GCC unroll 4
+    for (int i = 0; i < NC; ++i) a[q][i] = S::load(acc + static_cast<int64_t>(q) * D + W * i);
+  for (int j = 0; j < n; ++j) {
+    bool any = false;
+#pragma GCC unroll 4
+    for (int q = 0; q < QB; ++q) any |= P[q * ldp + j] != 0.0f;
+    if (!any) continue;
+    const VT* v = V + static_cast<int64_t>(j) * D;
+    vec x[NC];
+#pragma GCC unroll 4
+    for (int i = 0; i < NC; ++i) x[i] = S::load(v + W * i);
+#pragma GCC unroll 4
+    for (int q = 0; q < QB; ++q) {
+      const vec w = S::set1(P[q * ldp + j]);
+#pragma GCC unroll 4
+      for (int i = 0; i < NC; ++i) a[q][i] = S::fmadd(w, x[i], a[q][i]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int q = 0; q < QB; ++q)
+#pragma GCC unroll 4
+    for (int i = 0; i < NC; ++i) S::store(acc + static_cast<int64_t>(q) * D + W * i, a[q][i]);
+}
+
+template <class S, int NC, typename VT>
+void pv_piece(const float* P, int nq, int64_t ldp, const VT* V, int n, int D, float* acc) {
+  for_query_blocks<S::kQueries>(nq, [&]<int QB>(int q) {
+    pv_block<S, QB, NC>(P + q * ldp, ldp, V, n, D, acc + static_cast<int64_t>(q) * D);
+  });
+}
+
+template <class S, typename VT>
+void pv_rows(const float* P, int nq, int64_t ldp, const VT* V, int n, int D, float* acc) {
+  constexpr int W = S::kLanes;
+  int d0 = 0;
+  for (; d0 + 4 * W <= D; d0 += 4 * W) pv_piece<S, 4>(P, nq, ldp, V + d0, n, D, acc + d0);
+  switch ((D - d0) / W) {
+    case 1: pv_piece<S, 1>(P, nq, ldp, V + d0, n, D, acc + d0); break;
+    case 2: pv_piece<S, 2>(P, nq, ldp, V + d0, n, D, acc + d0); break;
+    case 3: pv_piece<S, 3>(P, nq, ldp, V + d0, n, D, acc + d0); break;
+    default: break;
+  }
+}
