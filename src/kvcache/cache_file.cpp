@@ -93,6 +93,39 @@ bool all_finite_f32(const float* x, size_t n) {
   return true;
 }
 
+// The same for n_rows rows in their stored type (row_bytes each, any alignment), without
+// converting them: F32 and F16 values are checked one by one; Q8_0 and Q4_0 values are int x the
+// block's F16 scale, finite exactly when the scale is (the scale is each block's first 2 bytes).
+bool rows_finite(DType t, const uint8_t* rows, size_t n_rows, size_t row_bytes) {
+  const uint8_t* end = rows + n_rows * row_bytes;
+  auto f16_finite = [](const uint8_t* p) {
+    uint16_t b;
+    std::memcpy(&b, p, 2);
+    return (b & 0x7C00u) != 0x7C00u;
+  };
+  switch (t) {
+    case DType::F32:
+      for (const uint8_t* p = rows; p < end; p += 4) {
+        float x;
+        std::memcpy(&x, p, 4);
+        if (!std::isfinite(x)) return false;
+      }
+      return true;
+    case DType::F16:
+      for (const uint8_t* p = rows; p < end; p += 2)
+        if (!f16_finite(p)) return false;
+      return true;
+    case DType::Q8_0:
+    case DType::Q4_0: {
+      const size_t bs = static_cast<size_t>(dtype_info(t).type_size);
+      for (const uint8_t* p = rows; p < end; p += bs)
+        if (!f16_finite(p)) return false;
+      return true;
+    }
+    default: KVS_ASSERT(false); return false;
+  }
+}
+
 }  // namespace
 
 std::vector<uint8_t> encode_cache(const KvCache& cache, const nlohmann::json& meta) {
@@ -261,10 +294,20 @@ LoadedCache load_cache(const uint8_t* data, size_t size, const std::string& path
       [&](const CacheFileHead& head) {
         const int hd = h.head_dim;
         const size_t len = head.pos.size();
-        // Rows to float (then to the cache's type: a file of another type is converted — F16 into
-        // a Q8_0 cache is quantised, Q8_0 into F16 dequantised; Q8_0/Q4_0 into the same type gives
-        // back the same blocks, their quantisation being idempotent). Rows are copied out first:
-        // in the file they may sit at any byte offset.
+        const float* mass = head.mass.empty() ? nullptr : head.mass.data();
+        // A file of the cache's own type: its rows are copied as they are (the blocks bit for bit,
+        // no dequantise-requantise pass; the values checked in place).
+        if (h.dtype == layout.dtype) {
+          if (!rows_finite(h.dtype, head.k, len, frb) || !rows_finite(h.dtype, head.v, len, frb))
+            fail("{}: head ({}, {}) holds a K or V value that is not finite", path, head.layer, head.kvh);
+          if (!out.cache->load_head_rows(head.layer, head.kvh, head.k, head.v, head.pos.data(), static_cast<int32_t>(len),
+                                         mass))
+            fail("{}: the KV memory cap is too small to load this cache", path);
+          return;
+        }
+        // Rows to float, then to the cache's type: a file of another type is converted — F16 into
+        // a Q8_0 cache is quantised, Q8_0 into F16 dequantised. Rows are copied out first: in the
+        // file they may sit at any byte offset.
         kf.resize(len * hd);
         vf.resize(kf.size());
         row.resize(frb);
@@ -277,7 +320,7 @@ LoadedCache load_cache(const uint8_t* data, size_t size, const std::string& path
         if (!all_finite_f32(kf.data(), kf.size()) || !all_finite_f32(vf.data(), vf.size()))
           fail("{}: head ({}, {}) holds a K or V value that is not finite", path, head.layer, head.kvh);
         if (!out.cache->load_head(head.layer, head.kvh, kf.data(), vf.data(), head.pos.data(), static_cast<int32_t>(len),
-                                  head.mass.empty() ? nullptr : head.mass.data()))
+                                  mass))
           fail("{}: the KV memory cap is too small to load this cache", path);
       });
   out.cache->set_n_past(h.n_past);

@@ -132,21 +132,40 @@ bool KvCache::append(int layer, int n_tok, const float* k, const float* v, const
   return true;
 }
 
-bool KvCache::load_head(int layer, int kvh, const float* k, const float* v, const int32_t* pos, int32_t n,
-                        const float* mass) {
+HeadCache* KvCache::prepare_load(int layer, int kvh, const int32_t* pos, int32_t n, const float* mass) {
   HeadCache& h = heads_[idx(layer, kvh)];
   KVS_ASSERT(h.len() == 0);
-  const int P = layout_.page_tokens, D = layout_.head_dim;
+  const int P = layout_.page_tokens;
   const size_t pages = static_cast<size_t>((n + P - 1) / P);
-  if (!pool_->can_alloc(pages)) return false;
+  if (!pool_->can_alloc(pages)) return nullptr;
   for (size_t i = 0; i < pages; ++i) h.pages.push_back(pool_->alloc());
   h.pos.assign(pos, pos + n);
   if (mass) h.mass.assign(mass, mass + n);
-  for (int32_t s = 0; s < n; ++s) {
-    write_row(slot_ptr(h, s, false), k + static_cast<size_t>(s) * D);
-    write_row(slot_ptr(h, s, true), v + static_cast<size_t>(s) * D);
-  }
   if (n > 0) n_past_ = std::max(n_past_, pos[n - 1] + 1);
+  return &h;
+}
+
+bool KvCache::load_head(int layer, int kvh, const float* k, const float* v, const int32_t* pos, int32_t n,
+                        const float* mass) {
+  HeadCache* h = prepare_load(layer, kvh, pos, n, mass);
+  if (!h) return false;
+  const size_t D = static_cast<size_t>(layout_.head_dim);
+  for (int32_t s = 0; s < n; ++s) {
+    write_row(slot_ptr(*h, s, false), k + s * D);
+    write_row(slot_ptr(*h, s, true), v + s * D);
+  }
+  return true;
+}
+
+bool KvCache::load_head_rows(int layer, int kvh, const uint8_t* k_rows, const uint8_t* v_rows, const int32_t* pos,
+                             int32_t n, const float* mass) {
+  HeadCache* h = prepare_load(layer, kvh, pos, n, mass);
+  if (!h) return false;
+  const size_t rb = layout_.row_bytes();
+  for (int32_t s = 0; s < n; ++s) {
+    std::memcpy(slot_ptr(*h, s, false), k_rows + s * rb, rb);
+    std::memcpy(slot_ptr(*h, s, true), v_rows + s * rb, rb);
+  }
   return true;
 }
 

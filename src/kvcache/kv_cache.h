@@ -85,6 +85,11 @@ class KvCache {
   // Fills an empty head with rows (k, v: [n][head_dim], pos increasing, mass optional); used to
   // load a saved cache. Returns false if the pool cannot supply the pages.
   bool load_head(int layer, int kvh, const float* k, const float* v, const int32_t* pos, int32_t n, const float* mass);
+  // The same from rows already in the cache's type (layout().row_bytes() bytes each, at any
+  // alignment): k_rows, v_rows [n][row_bytes], copied as they are (a .kvc file of the cache's
+  // own type: no conversion, the blocks bit for bit).
+  bool load_head_rows(int layer, int kvh, const uint8_t* k_rows, const uint8_t* v_rows, const int32_t* pos, int32_t n,
+                      const float* mass);
   void set_n_past(int32_t n) { n_past_ = n; }
 
   // ---- edits --------------------------------------------------------------------------------
@@ -133,6 +138,9 @@ class KvCache {
 
  private:
   size_t idx(int layer, int kvh) const { return static_cast<size_t>(layer * layout_.n_head_kv + kvh); }
+  // load_head*: pages and positions (and mass) of an empty head for n slots; nullptr when the pool
+  // has no room for them.
+  HeadCache* prepare_load(int layer, int kvh, const int32_t* pos, int32_t n, const float* mass);
   uint8_t* slot_ptr(HeadCache& h, int32_t slot, bool v);
   const uint8_t* slot_ptr(const HeadCache& h, int32_t slot, bool v) const;
   bool make_page_exclusive(HeadCache& h, size_t page_index);

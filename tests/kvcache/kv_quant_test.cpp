@@ -4,8 +4,10 @@
 // convert, at head_dim 64 and 128 with several KV heads and per-head eviction.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 
 #include "core/error.h"
@@ -230,6 +232,53 @@ TEST(KvQuant, KvcFilesKeepTheTypeOrConvert) {
     ADD_FAILURE() << "head_dim 48 with q8_0 accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("block of 32"), std::string::npos) << e.what();
+  }
+}
+
+// A file of the cache's own type is loaded by copying its rows (no dequantise-requantise pass):
+// every type comes back byte for byte, the page size may differ from the writer's, and a row whose
+// value (F32, F16) or block scale (Q8_0, Q4_0) is not finite is refused by name — the file is
+// corrupted here by hand, at the bytes of a known row, with the checksum recomputed.
+TEST(KvQuant, KvcFilesOfTheCacheTypeLoadByteForByteAndRefuseNonFiniteRows) {
+  const int D = 64, Hkv = 2;
+  for (DType dt : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0}) {
+    SCOPED_TRACE(dtype_name(dt));
+    Cache src = make_cache(dt, Hkv, D, 16);
+    fill({&src}, 90, 41, true);
+    std::vector<uint8_t> bytes = encode_cache(*src.cache, nlohmann::json::object());
+    Cache back = make_cache(dt, Hkv, D, 32);
+    LoadedCache lc = load_cache(bytes.data(), bytes.size(), "same.kvc", *back.pool, back.l);
+    const size_t rb = src.l.row_bytes();
+    for (int h = 0; h < Hkv; ++h) {
+      ASSERT_EQ(lc.cache->len(0, h), src.cache->len(0, h));
+      for (int s = 0; s < lc.cache->len(0, h); ++s) {
+        ASSERT_EQ(std::memcmp(lc.cache->k_row(0, h, s), src.cache->k_row(0, h, s), rb), 0);
+        ASSERT_EQ(std::memcmp(lc.cache->v_row(0, h, s), src.cache->v_row(0, h, s), rb), 0);
+      }
+    }
+    EXPECT_EQ(lc.cache->n_past(), src.cache->n_past());
+    // Head 1's third V row in the file: a NaN where the row starts (F32, F16: its first value;
+    // Q8_0, Q4_0: its first block's F16 scale).
+    const uint8_t* row = src.cache->v_row(0, 1, 2);
+    auto it = std::search(bytes.begin(), bytes.end() - 8, row, row + rb);
+    ASSERT_NE(it, bytes.end() - 8);
+    if (dt == DType::F32) {
+      const float nan = std::numeric_limits<float>::quiet_NaN();
+      std::memcpy(&*it, &nan, 4);
+    } else {
+      const uint16_t nan16 = 0x7E00;
+      std::memcpy(&*it, &nan16, 2);
+    }
+    const uint64_t sum = cache_file_checksum(bytes.data(), bytes.size() - 8);
+    std::memcpy(bytes.data() + bytes.size() - 8, &sum, 8);
+    Cache bad = make_cache(dt, Hkv, D, 32);
+    try {
+      load_cache(bytes.data(), bytes.size(), "nan.kvc", *bad.pool, bad.l);
+      ADD_FAILURE() << "a non-finite row was loaded";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("head (0, 1) holds a K or V value that is not finite"), std::string::npos)
+          << e.what();
+    }
   }
 }
 
