@@ -31,7 +31,7 @@ namespace kvs {
 
 namespace {
 
-constexpr int kBq = 64;  // queries per tile
+constexpr int kQRows = 128;  // rows (query heads of a group x tokens) per scoring tile
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
 const char* const kFirstPrompt = "\n\nRepeat the previous context exactly.";
@@ -109,13 +109,16 @@ class RepeatObserver : public LayerObserver {
       max_m = std::max(max_m, h.m);
     }
     if (max_m == 0) return;
+    // Tasks (KV head, query tile): the tile's queries of every head of the group stacked into one
+    // matrix [G][nt][D] (row g * nt + i: head kvh * G + g, token t0 + i), so the gathered keys are
+    // packed by sgemm once per group; every row folds into the same per-KV-head maxima.
     struct Task {
-      int kvh, qh, t0;
+      int kvh, t0;
     };
     std::vector<Task> tasks;
+    const int bq = std::max(8, kQRows / G);  // tokens per tile
     for (int kvh = 0; kvh < Hkv; ++kvh)
-      for (int g = 0; g < G; ++g)
-        for (int t0 = 0; t0 < T; t0 += kBq) tasks.push_back({kvh, kvh * G + g, t0});
+      for (int t0 = 0; t0 < T; t0 += bq) tasks.push_back({kvh, t0});
     const int nth = env_.pool.size();
     // best[thread][kvh][j]: max probability of chunk slot j seen by that thread (its log with fwd_lse).
     std::vector<std::vector<std::vector<float>>> best(static_cast<size_t>(nth));
@@ -124,44 +127,47 @@ class RepeatObserver : public LayerObserver {
       mine.resize(static_cast<size_t>(Hkv));
       for (int kvh = 0; kvh < Hkv; ++kvh)
         mine[static_cast<size_t>(kvh)].assign(static_cast<size_t>(hk[kvh].m), fwd_lse ? -kInf : 0.0f);
-      std::vector<float> Q(static_cast<size_t>(kBq) * D), S(static_cast<size_t>(kBq) * max_cols);
-      std::vector<float> mul(static_cast<size_t>(kBq)), sub(static_cast<size_t>(kBq));  // [kBq] per-row map
+      const size_t R = static_cast<size_t>(G) * bq;  // rows of a stacked tile
+      std::vector<float> Q(R * D), S(R * max_cols);
+      std::vector<float> mul(R), sub(R);  // [R] per-row map
       for (size_t ti = static_cast<size_t>(ith); ti < tasks.size(); ti += static_cast<size_t>(n_threads)) {
         const Task& tk = tasks[ti];
         const HeadKeys& h = hk[static_cast<size_t>(tk.kvh)];
         if (h.m == 0) continue;
-        const int nt = std::min(kBq, T - tk.t0);
-        for (int i = 0; i < nt; ++i) {
-          const float* src = v.q + (static_cast<size_t>(tk.t0 + i) * H + tk.qh) * D;
-          for (int d = 0; d < D; ++d) Q[static_cast<size_t>(i) * D + d] = src[d] * s.scale;
-        }
+        const int nt = std::min(bq, T - tk.t0), rows = G * nt;
+        for (int g = 0; g < G; ++g)
+          for (int i = 0; i < nt; ++i) {
+            const float* src = v.q + (static_cast<size_t>(tk.t0 + i) * H + tk.kvh * G + g) * D;
+            float* dst = Q.data() + static_cast<size_t>(g * nt + i) * D;
+            for (int d = 0; d < D; ++d) dst[d] = src[d] * s.scale;
+          }
         // Repeat keys visible to some query of the tile (the rest are masked for all of them).
         const int32_t tile_last = v.pos[tk.t0 + nt - 1];
         const int32_t nvis =
             static_cast<int32_t>(std::upper_bound(h.reppos.begin(), h.reppos.end(), tile_last) - h.reppos.begin());
         const int32_t ncols = h.a + h.m + nvis;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nt, ncols, D, 1.0f, Q.data(), D, h.K.data(), D, 0.0f,
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, ncols, D, 1.0f, Q.data(), D, h.K.data(), D, 0.0f,
                     S.data(), ncols);
         if (s.softcap > 0)  // Gemma 2's soft-capped logits, as the forward's attention
-          for (size_t e = 0; e < static_cast<size_t>(nt) * ncols; ++e) S[e] = s.logit(S[e]);
+          for (size_t e = 0; e < static_cast<size_t>(rows) * ncols; ++e) S[e] = s.logit(S[e]);
         float* bst = mine[static_cast<size_t>(tk.kvh)].data();
         if (fwd_lse) {
           // log p = logit - lse (every column is a chunk slot: no sinks, no repeat keys).
-          for (int i = 0; i < nt; ++i) {
-            mul[static_cast<size_t>(i)] = 1.0f;
-            sub[static_cast<size_t>(i)] = v.lse[static_cast<size_t>(tk.t0 + i) * H + tk.qh];
+          for (int r = 0; r < rows; ++r) {
+            mul[static_cast<size_t>(r)] = 1.0f;
+            sub[static_cast<size_t>(r)] = v.lse[static_cast<size_t>(tk.t0 + r % nt) * H + tk.kvh * G + r / nt];
           }
         } else {
-          for (int i = 0; i < nt; ++i) {
-            float* row = S.data() + static_cast<size_t>(i) * ncols;
-            const int32_t qp = v.pos[tk.t0 + i];
+          for (int r = 0; r < rows; ++r) {
+            float* row = S.data() + static_cast<size_t>(r) * ncols;
+            const int32_t qp = v.pos[tk.t0 + r % nt];
             for (int32_t j = nvis - 1; j >= 0 && h.reppos[static_cast<size_t>(j)] > qp; --j) row[h.a + h.m + j] = -kInf;
             const float mx = kernels::max_f32(row, ncols);
-            mul[static_cast<size_t>(i)] = 1.0f / kernels::exp_sub_sum(row, ncols, mx);  // row := exp(row - mx)
-            sub[static_cast<size_t>(i)] = 0.0f;
+            mul[static_cast<size_t>(r)] = 1.0f / kernels::exp_sub_sum(row, ncols, mx);  // row := exp(row - mx)
+            sub[static_cast<size_t>(r)] = 0.0f;
           }
         }
-        kvzip_fold_max(S.data() + h.a, ncols, nt, h.m, mul.data(), sub.data(), bst);
+        kvzip_fold_max(S.data() + h.a, ncols, rows, h.m, mul.data(), sub.data(), bst);
       }
     });
     for (int kvh = 0; kvh < Hkv; ++kvh) {
