@@ -10,12 +10,13 @@
 namespace kvs {
 namespace {
 
-// args: context length, kv dtype (0 = f32, 1 = f16), threads
+// args: context length, kv dtype (0 = f32, 1 = f16, 2 = q8_0, 3 = q4_0), threads
 void BM_DecodeAttention(benchmark::State& st) {
   const int L = static_cast<int>(st.range(0));
-  const bool f16 = st.range(1) == 1;
+  constexpr DType kTypes[] = {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0};
+  const DType dt = kTypes[st.range(1)];
   const int threads = static_cast<int>(st.range(2));
-  KvLayout l{1, 3, 64, f16 ? DType::F16 : DType::F32, 32};
+  KvLayout l{1, 3, 64, dt, 32};
   PagePool pool(l.page_bytes());
   KvCache c(pool, l);
   std::mt19937 rng(1);
@@ -36,12 +37,12 @@ void BM_DecodeAttention(benchmark::State& st) {
     attention(c, 0, s, q.data(), &qp, 1, out.data(), nullptr, tp, scr);
     benchmark::DoNotOptimize(out.data());
   }
-  const double bytes = static_cast<double>(L) * 3 * 64 * 2 * (f16 ? 2 : 4);
+  const double bytes = static_cast<double>(L) * 3 * 2 * l.row_bytes();
   st.counters["GB/s"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_DecodeAttention)
-    ->ArgsProduct({{2048, 8192}, {0, 1}, {1, 2}})
-    ->ArgNames({"ctx", "f16", "thr"})
+    ->ArgsProduct({{2048, 8192}, {0, 1, 2, 3}, {1, 2}})
+    ->ArgNames({"ctx", "type", "thr"})
     ->Unit(benchmark::kMicrosecond);
 
 // Batched decoding: 16 sequences of `ctx` tokens each, one query each, over 8 layers of the

@@ -5,7 +5,6 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "kernels/ops.h"
 #include "runtime/arch/block.h"
 
 namespace kvs::arch {
@@ -71,8 +70,6 @@ void rope_table_mean(const Model& m, int layer, int32_t first, int32_t count, fl
 }
 
 namespace {
-
-using detail::for_rows;
 
 // Keeps rows keep[0..m) of the chunk: the residual stream, positions, row indices, RoPE rows.
 void compact_rows(const HParams& hp, Activations& a, int n, const std::vector<int32_t>& keep) {
