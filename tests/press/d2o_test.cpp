@@ -139,7 +139,7 @@ TEST(D2o, StreamedLayerSizesFollowEq5) {
     for (int l = 0; l < L; ++l)
       for (int h = 0; h < Hkv; ++h) total += s.cache->len(l, h);
     ASSERT_LE(total, L * Hkv * b) << "step " << step;
-    if (step == 0) EXPECT_EQ(s.cache->len(0, 0), b + 1);  // the flat layer keeps its new token
+    if (step == 0) { EXPECT_EQ(s.cache->len(0, 0), b + 1); }  // the flat layer keeps its new token
     // One new token in every layer and head (and its query, so the statistics follow the cache).
     for (int l = 0; l < L; ++l) {
       std::vector<float> k(static_cast<size_t>(Hkv) * D), v(k.size(), 0.0f), q(static_cast<size_t>(H) * D);

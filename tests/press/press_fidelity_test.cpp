@@ -101,7 +101,7 @@ TEST(PyramidKv, MeasuredKeepEqualsRequestedOnRealShapes) {
         int64_t col = 0;
         for (int layer = 0; layer < sh.n_layer; ++layer) {
           col += s.cache->len(layer, kvh);
-          if (layer > 0) EXPECT_LE(s.cache->len(layer, kvh), s.cache->len(layer - 1, kvh));
+          if (layer > 0) { EXPECT_LE(s.cache->len(layer, kvh), s.cache->len(layer - 1, kvh)); }
           EXPECT_GE(s.cache->len(layer, kvh), 64);  // the window, in the deepest layer too
         }
         EXPECT_EQ(col, std::llround(want));

@@ -83,7 +83,7 @@ TEST(BatchForward, SameAsEachSequenceAlone) {
     if (items.empty()) break;
     auto out = e.forward_batch(items);
     for (size_t k = 0; k < who.size(); ++k) {
-      if (who[k] == 2 && last[2] < 0) EXPECT_LT(max_diff(out[k], alone_first[2]), 1e-4);
+      if (who[k] == 2 && last[2] < 0) { EXPECT_LT(max_diff(out[k], alone_first[2]), 1e-4); }
       last[who[k]] = argmax(out[k]);
     }
   }

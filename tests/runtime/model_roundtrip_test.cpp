@@ -272,7 +272,7 @@ TEST(ModelRoundTrip, RepackedQ4_0GivesThePlainQ4_0Logits) {
   }
   ::unsetenv("KVS_NO_REPACK");
   auto m = Model::load(dir / "q4.gguf");
-  if (kernels::q4_0_packing_active()) EXPECT_FALSE(m->packed.empty());
+  if (kernels::q4_0_packing_active()) { EXPECT_FALSE(m->packed.empty()); }
   float scale = 0;
   for (float x : plain) scale = std::max(scale, std::fabs(x));
   expect_close(plain, run(*m, 20), 1e-4f * scale);        // prefill tiles

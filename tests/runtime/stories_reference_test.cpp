@@ -73,7 +73,9 @@ void check_model(const Model& model, const EngineParams& ep, Tolerance tol) {
     }
     EXPECT_EQ(gen, rc.greedy);
   }
-  if (tol.majority_tight) EXPECT_LT(2 * n_loose, n_pos) << n_loose << " of " << n_pos << " positions above " << tol.tight;
+  if (tol.majority_tight) {
+    EXPECT_LT(2 * n_loose, n_pos) << n_loose << " of " << n_pos << " positions above " << tol.tight;
+  }
 }
 
 // Max |a - b| over every logit of every reference prompt, between two engines.
