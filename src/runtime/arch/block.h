@@ -76,18 +76,18 @@ void gelu_tanh_mul(float* x, const float* up, int64_t n, bool f16_compat);
 namespace step {
 // out[t] = RMSNorm(x[t]) * w for rows t in [0, n) of width E (rows of [n][E]).
 void norm_rows(const Runtime& rt, const float* x, const TensorView& w, float* out, int n);
-// a.q, a.k, a.v = W_q, W_k, W_v . a.xn over n rows (no bias).
-void project_qkv(const Runtime& rt, const LayerWeights& L, Activations& a, int n);
-// Row t of a.q, a.k, a.v += b_q, b_k, b_v when the layer has biases (else nothing).
-void add_qkv_bias(const HParams& hp, const LayerWeights& L, Activations& a, int t);
-// Per-head RMSNorm in place: x [heads][D], weights w [D] (Qwen3's / Gemma 3's q_norm, k_norm).
-void head_norm(float* x, int heads, int D, const float* w, float eps);
-// Row t of a.q / a.k copied to a.q_pre / a.k_pre (observers that ask for pre-RoPE vectors).
-void keep_pre_rope(const HParams& hp, Activations& a, int t);
-// RoPE of row t of a.q and a.k with the (cos, sin) row cs [R].
-void rope_qk(const HParams& hp, Activations& a, int t, const float* cs);
 // a.x[t] += y[t] for rows [0, rows) (y [rows][E]).
 void add_residual(const Runtime& rt, Activations& a, const float* y, int rows);
+
+// The attention input of the Llama block and of those that add per-head Q/K norms:
+//   n = attn_norm(x); q, k, v = W . n (+ b_q, b_k, b_v when the layer has them);
+//   with head_norms: q_h, k_h = q_norm(q_h), k_norm(k_h) (Qwen3, Gemma 3); pre-RoPE copies when
+//   keep_pre; q, k = RoPE(q), RoPE(k) with the rows of rope [n][R].
+void qkv_rope(const Runtime& rt, Activations& a, int il, int n, bool keep_pre, const float* rope, bool head_norms);
+// Queries only, from rows that are already the attention input: W_q (+ b_q), q_norm per head when
+// head_norms, RoPE (ArchBlock::queries).
+void queries_rope(const Runtime& rt, int il, const float* attn_in, int n, const float* rope_cs, bool rope_shared,
+                  float* q_out, bool head_norms);
 }  // namespace step
 
 }  // namespace kvs::arch

@@ -20,31 +20,13 @@ using detail::for_rows;
 namespace llama {
 
 void attention_input(const Runtime& rt, Activations& a, int il, int n, bool keep_pre, const float* rope) {
-  const HParams& hp = rt.model.hp;
-  const LayerWeights& L = rt.model.layers[static_cast<size_t>(il)];
-  // n = attn_norm(x); q, k, v = W . n
-  step::norm_rows(rt, a.x.data(), L.attn_norm, a.xn.data(), n);
-  step::project_qkv(rt, L, a, n);
-  for_rows(rt.pool, n, [&](int t) {
-    // + b_q, b_k, b_v
-    step::add_qkv_bias(hp, L, a, t);
-    if (keep_pre) step::keep_pre_rope(hp, a, t);
-    // q, k = RoPE(q), RoPE(k)
-    step::rope_qk(hp, a, t, rope + static_cast<size_t>(t) * hp.rope_dim);
-  });
+  // n = attn_norm(x); q, k, v = W . n (+ b); q, k = RoPE(q), RoPE(k)
+  step::qkv_rope(rt, a, il, n, keep_pre, rope, /*head_norms=*/false);
 }
 
 void queries(const Runtime& rt, int il, const float* attn_in, int n, const float* rope_cs, bool rope_shared,
              float* q_out) {
-  const HParams& hp = rt.model.hp;
-  const LayerWeights& L = rt.model.layers[static_cast<size_t>(il)];
-  const int H = hp.n_head, D = hp.head_dim, R = hp.rope_dim, Q = H * D;
-  kernels::matmul(L.wq, attn_in, n, q_out, rt.pool, rt.mm);
-  for_rows(rt.pool, n, [&](int t) {
-    float* qt = q_out + static_cast<size_t>(t) * Q;
-    if (L.bq.valid()) kernels::add_f32(qt, L.bq.f32(), Q);
-    kernels::rope(qt, H, D, R, rope_cs + (rope_shared ? 0 : static_cast<size_t>(t) * R), hp.rope_style);
-  });
+  step::queries_rope(rt, il, attn_in, n, rope_cs, rope_shared, q_out, /*head_norms=*/false);
 }
 
 void embed(const Runtime& rt, const int32_t* tokens, int n, float* x) {
