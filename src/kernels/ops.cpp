@@ -150,6 +150,12 @@ void pv_rows_f32(const float* P, int nq, int64_t ldp, const float* V, int n, int
 void pv_rows_f16(const float* P, int nq, int64_t ldp, const uint16_t* V, int n, int D, float* acc) {
   active_kernels().pv_rows_f16(P, nq, ldp, V, n, D, acc);
 }
+void qk_rows_q8_0(const float* Q, int nq, const uint8_t* K, int n, int D, float scale, float* out, int64_t ldo) {
+  active_kernels().qk_rows_q8_0(Q, nq, K, n, D, scale, out, ldo);
+}
+void pv_rows_q8_0(const float* P, int nq, int64_t ldp, const uint8_t* V, int n, int D, float* acc) {
+  active_kernels().pv_rows_q8_0(P, nq, ldp, V, n, D, acc);
+}
 float exp_sub_sum(float* x, int64_t n, float sub) { return active_kernels().exp_sub_sum(x, n, sub); }
 float max_f32(const float* x, int64_t n) { return active_kernels().max_f32(x, n); }
 void rope(float* x, int n_heads, int head_dim, int rot_dim, const float* cos_sin, RopeStyle style) {

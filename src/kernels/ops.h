@@ -64,13 +64,16 @@ void add_f32(float* y, const float* x, int64_t n);
 // Inner loops over a block of contiguous cache rows (one KV page): all query heads of a GQA group
 // against each row, so a row is loaded from memory once for the whole group.
 // nq = queries (group heads x batch tokens), n = rows in the block, D = head dim; Q is [nq][D],
-// K/V rows are contiguous [n][D] in the KV cache dtype (f32 or f16).
+// K/V rows are contiguous [n][D] in the KV cache dtype (f32 or f16; q8_0: n rows of D / 32
+// GGUF Q8_0 blocks, D a multiple of 32, values d * q converted in registers).
 // out[q * ldo + r] = scale * dot(Q[q * D ...], K[r * D ...])   for q < nq, r < n
 void qk_rows_f32(const float* Q, int nq, const float* K, int n, int D, float scale, float* out, int64_t ldo);
 void qk_rows_f16(const float* Q, int nq, const uint16_t* K, int n, int D, float scale, float* out, int64_t ldo);
 // acc[q * D + d] += sum_r P[q * ldp + r] * V[r * D + d]
 void pv_rows_f32(const float* P, int nq, int64_t ldp, const float* V, int n, int D, float* acc);
 void pv_rows_f16(const float* P, int nq, int64_t ldp, const uint16_t* V, int n, int D, float* acc);
+void qk_rows_q8_0(const float* Q, int nq, const uint8_t* K, int n, int D, float scale, float* out, int64_t ldo);
+void pv_rows_q8_0(const float* P, int nq, int64_t ldp, const uint8_t* V, int n, int D, float* acc);
 
 // ---- online-softmax pieces ------------------------------------------------------------------
 // x[i] = exp(x[i] - sub); returns the sum of the new x[i] (accumulated in float lanes). exp of

@@ -110,7 +110,7 @@ void attention_decode(std::span<const AttnJob> jobs, int layer, const AttnShape&
     const int nq = jb.n_tok * G;  // queries per task: [t][g]
     max_nq = std::max(max_nq, nq);
     const DType kt = c.layout().dtype;
-    if (kt == DType::Q8_0 || kt == DType::Q4_0) {
+    if (kt == DType::Q4_0) {  // dequantised a piece at a time (Q8_0 rows are read in place)
       quantized = true;
       P_max = std::max(P_max, c.layout().page_tokens);
     }
@@ -133,7 +133,7 @@ void attention_decode(std::span<const AttnJob> jobs, int layer, const AttnShape&
   scr.partial.resize(std::max<size_t>(1, partial_floats));
   const int nth = pool.size();
   if (static_cast<int>(scr.per_thread.size()) < nth) scr.per_thread.resize(nth);
-  // Per thread: scores [nq][range], queries [nq][D], and for quantised pages one dequantised page tile [P][D].
+  // Per thread: scores [nq][range], queries [nq][D], and for Q4_0 pages one dequantised page tile [P][D].
   const size_t tile_floats = quantized ? static_cast<size_t>(P_max) * D : 0;
   for (int t = 0; t < nth; ++t)
     scr.per_thread[t].resize(static_cast<size_t>(max_nq) * (range + 1) + static_cast<size_t>(max_nq) * D + tile_floats);

@@ -30,6 +30,8 @@ void qk_rows(DType t, const float* Q, int nq, const uint8_t* K, int n, int D, fl
       kernels::qk_rows_f16(Q, nq, reinterpret_cast<const uint16_t*>(K), n, D, scale, out, ldo);
       return;
     case DType::Q8_0:
+      kernels::qk_rows_q8_0(Q, nq, K, n, D, scale, out, ldo);
+      return;
     case DType::Q4_0:
       kernels::qk_rows_f32(Q, nq, dequantize_tile(t, K, n, D, tile), n, D, scale, out, ldo);
       return;
@@ -47,6 +49,8 @@ void pv_rows(DType t, const float* P, int nq, int64_t ldp, const uint8_t* V, int
       kernels::pv_rows_f16(P, nq, ldp, reinterpret_cast<const uint16_t*>(V), n, D, acc);
       return;
     case DType::Q8_0:
+      kernels::pv_rows_q8_0(P, nq, ldp, V, n, D, acc);
+      return;
     case DType::Q4_0:
       kernels::pv_rows_f32(P, nq, ldp, dequantize_tile(t, V, n, D, tile), n, D, acc);
       return;

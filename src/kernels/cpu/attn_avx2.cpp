@@ -4,6 +4,7 @@
 // dims = 8 accumulators + 4 row pieces). Head dims that are not a multiple of 8 take the portable
 // loops (every supported model's is: 64, 80, 96, 128, ...).
 #include "kernels/cpu/impl.h"
+#include "kernels/quant_blocks.h"
 #include "kernels/cpu/simd_avx2.h"
 
 namespace kvs::kernels::avx2 {
@@ -14,7 +15,14 @@ struct Simd {
   static constexpr int kLanes = 8, kQueries = 2;
   static vec zero() { return _mm256_setzero_ps(); }
   static vec load(const float* p) { return _mm256_loadu_ps(p); }
-  static vec load(const uint16_t* p) { return f16x8_to_ps(p); }
+  static vec at(const float* row, int d) { return _mm256_loadu_ps(row + d); }
+  static vec at(const uint16_t* row, int d) { return f16x8_to_ps(row + d); }
+  // 8 of a block's 32 int8 values (d % 32 is 0, 8, 16 or 24) times the block's scale.
+  static vec at(const block_q8_0* row, int d) {
+    const block_q8_0& b = row[d / QK8_0];
+    const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.qs + d % QK8_0));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), _mm256_set1_ps(h2f(b.d)));
+  }
   static vec set1(float x) { return _mm256_set1_ps(x); }
   static vec fmadd(vec a, vec b, vec c) { return _mm256_fmadd_ps(a, b, c); }
   static void store(float* p, vec v) { _mm256_storeu_ps(p, v); }
@@ -47,6 +55,13 @@ void pv_rows_f32(const float* P, int nq, int64_t ldp, const float* V, int n, int
 void pv_rows_f16(const float* P, int nq, int64_t ldp, const uint16_t* V, int n, int D, float* acc) {
   if (D % 8 != 0) return generic::pv_rows_f16(P, nq, ldp, V, n, D, acc);
   pv_rows<Simd>(P, nq, ldp, V, n, D, acc);
+}
+// Q8_0 rows: D is a multiple of 32 (whole blocks).
+void qk_rows_q8_0(const float* Q, int nq, const uint8_t* K, int n, int D, float scale, float* out, int64_t ldo) {
+  qk_rows<Simd>(Q, nq, reinterpret_cast<const block_q8_0*>(K), n, D, scale, out, ldo);
+}
+void pv_rows_q8_0(const float* P, int nq, int64_t ldp, const uint8_t* V, int n, int D, float* acc) {
+  pv_rows<Simd>(P, nq, ldp, reinterpret_cast<const block_q8_0*>(V), n, D, acc);
 }
 
 }  // namespace kvs::kernels::avx2

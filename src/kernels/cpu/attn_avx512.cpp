@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/impl.h"
+#include "kernels/quant_blocks.h"
 // clang-format off
 #include "kernels/cpu/avx512_begin.h"
 #include "kernels/cpu/simd_avx512.h"
@@ -21,7 +22,13 @@ struct Simd {
   static constexpr int kLanes = 16, kQueries = 4;
   static vec zero() { return _mm512_setzero_ps(); }
   static vec load(const float* p) { return _mm512_loadu_ps(p); }
-  static vec load(const uint16_t* p) { return _mm512_cvtph_ps(loadu256(p)); }
+  static vec at(const float* row, int d) { return _mm512_loadu_ps(row + d); }
+  static vec at(const uint16_t* row, int d) { return _mm512_cvtph_ps(loadu256(row + d)); }
+  // 16 of a block's 32 int8 values (d % 32 is 0 or 16) times the block's scale.
+  static vec at(const block_q8_0* row, int d) {
+    const block_q8_0& b = row[d / QK8_0];
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(loadu128(b.qs + d % QK8_0))), _mm512_set1_ps(h2f(b.d)));
+  }
   static vec set1(float x) { return _mm512_set1_ps(x); }
   static vec fmadd(vec a, vec b, vec c) { return _mm512_fmadd_ps(a, b, c); }
   static void store(float* p, vec v) { _mm512_storeu_ps(p, v); }
@@ -58,6 +65,13 @@ void pv_rows_f32(const float* P, int nq, int64_t ldp, const float* V, int n, int
 void pv_rows_f16(const float* P, int nq, int64_t ldp, const uint16_t* V, int n, int D, float* acc) {
   if (D % 16 != 0) return avx2::pv_rows_f16(P, nq, ldp, V, n, D, acc);
   pv_rows<Simd>(P, nq, ldp, V, n, D, acc);
+}
+// Q8_0 rows: D is a multiple of 32 (whole blocks), so of 16 too.
+void qk_rows_q8_0(const float* Q, int nq, const uint8_t* K, int n, int D, float scale, float* out, int64_t ldo) {
+  qk_rows<Simd>(Q, nq, reinterpret_cast<const block_q8_0*>(K), n, D, scale, out, ldo);
+}
+void pv_rows_q8_0(const float* P, int nq, int64_t ldp, const uint8_t* V, int n, int D, float* acc) {
+  pv_rows<Simd>(P, nq, ldp, reinterpret_cast<const block_q8_0*>(V), n, D, acc);
 }
 
 }  // namespace kvs::kernels::avx512

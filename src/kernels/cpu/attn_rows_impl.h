@@ -11,14 +11,25 @@
 //  - pv: per piece of 4 W dims of the head, a block of QB queries' accumulators (QB x NC
 //    registers) held across all rows; each row's piece loaded once for the QB queries.
 //
+// Row types KT: float (F32 pages), uint16_t (F16), block_q8_0 (Q8_0: a row is D / 32 blocks, each
+// an F16 scale and 32 int8 values, converted in registers — d * q — as F16 rows are, so a Q8_0
+// page is read once and never written out as F32).
+//
 // S provides: vec, kLanes (W), kQueries (the largest block), zero(), load(const float*),
-// load(const uint16_t*) (F16 -> F32), set1, fmadd, store, sum(vec) -> float, sum4(a, b, c, d)
-// -> __m128 {sum a, sum b, sum c, sum d}.
+// at(row, d) (W values of a row of any KT from element d on, converted to F32; d a multiple of W),
+// set1, fmadd, store, sum(vec) -> float, sum4(a, b, c, d) -> __m128 {sum a, sum b, sum c, sum d}.
 //
 // Dimension legend: nq = queries, n = rows in the block, D = head dim (a multiple of W); Q [nq][D],
 // K/V [n][D], out/P rows of stride ldo/ldp, acc [nq][D]; QB = queries per block, NC = W-value
 // pieces held.
 // (No include guard on purpose: each ISA file includes it once, inside its own namespace.)
+
+// Row r of rows of D values of type KT.
+template <typename KT>
+inline const KT* row_of(const KT* K, int64_t r, int D) {
+  return K + r * D;
+}
+inline const block_q8_0* row_of(const block_q8_0* K, int64_t r, int D) { return K + r * (D / QK8_0); }
 
 // Scores of QB queries (rows of Q, stride D) against rows [0, n) of K: out rows of stride ldo.
 template <class S, int QB, typename KT>
@@ -28,15 +39,14 @@ void qk_block(const float* Q, const KT* K, int n, int D, float scale, float* out
   const __m128 vs = _mm_set1_ps(scale);
   int r = 0;
   for (; r + 4 <= n; r += 4) {
-    const KT* k0 = K + static_cast<int64_t>(r) * D;
+    const KT *k0 = row_of(K, r, D), *k1 = row_of(K, r + 1, D), *k2 = row_of(K, r + 2, D), *k3 = row_of(K, r + 3, D);
     vec acc[QB][4];
 #pragma GCC unroll 4
     for (int q = 0; q < QB; ++q)
 #pragma GCC unroll 4
       for (int i = 0; i < 4; ++i) acc[q][i] = S::zero();
     for (int d = 0; d < D; d += W) {
-      const vec x0 = S::load(k0 + d), x1 = S::load(k0 + D + d), x2 = S::load(k0 + 2 * D + d),
-                x3 = S::load(k0 + 3 * D + d);
+      const vec x0 = S::at(k0, d), x1 = S::at(k1, d), x2 = S::at(k2, d), x3 = S::at(k3, d);
 #pragma GCC unroll 4
       for (int q = 0; q < QB; ++q) {
         const vec qv = S::load(Q + static_cast<int64_t>(q) * D + d);
@@ -51,12 +61,12 @@ void qk_block(const float* Q, const KT* K, int n, int D, float scale, float* out
       _mm_storeu_ps(out + q * ldo + r, _mm_mul_ps(S::sum4(acc[q][0], acc[q][1], acc[q][2], acc[q][3]), vs));
   }
   for (; r < n; ++r) {
-    const KT* k0 = K + static_cast<int64_t>(r) * D;
+    const KT* k0 = row_of(K, r, D);
     vec acc[QB];
 #pragma GCC unroll 4
     for (int q = 0; q < QB; ++q) acc[q] = S::zero();
     for (int d = 0; d < D; d += W) {
-      const vec x = S::load(k0 + d);
+      const vec x = S::at(k0, d);
 #pragma GCC unroll 4
       for (int q = 0; q < QB; ++q) acc[q] = S::fmadd(S::load(Q + static_cast<int64_t>(q) * D + d), x, acc[q]);
     }
@@ -91,11 +101,11 @@ void qk_rows(const float* Q, int nq, const KT* K, int n, int D, float scale, flo
   });
 }
 
-// acc rows (stride D) of QB queries, dims [0, W NC) of the piece at V, += P rows (stride ldp)
-// times the rows of V (stride D), the accumulators held in registers across all rows; a row whose
-// QB probabilities are all zero (masked) is skipped.
+// acc rows (stride D) of QB queries, dims [d0, d0 + W NC) of the rows of V (acc points at dim d0),
+// += P rows (stride ldp) times those rows, the accumulators held in registers across all rows; a
+// row whose QB probabilities are all zero (masked) is skipped.
 template <class S, int QB, int NC, typename VT>
-void pv_block(const float* P, int64_t ldp, const VT* V, int n, int D, float* acc) {
+void pv_block(const float* P, int64_t ldp, const VT* V, int d0, int n, int D, float* acc) {
   using vec = typename S::vec;
   constexpr int W = S::kLanes;
   vec a[QB][NC];
@@ -108,10 +118,10 @@ void pv_block(const float* P, int64_t ldp, const VT* V, int n, int D, float* acc
 #pragma GCC unroll 4
     for (int q = 0; q < QB; ++q) any |= P[q * ldp + j] != 0.0f;
     if (!any) continue;
-    const VT* v = V + static_cast<int64_t>(j) * D;
+    const VT* v = row_of(V, j, D);
     vec x[NC];
 #pragma GCC unroll 4
-    for (int i = 0; i < NC; ++i) x[i] = S::load(v + W * i);
+    for (int i = 0; i < NC; ++i) x[i] = S::at(v, d0 + W * i);
 #pragma GCC unroll 4
     for (int q = 0; q < QB; ++q) {
       const vec w = S::set1(P[q * ldp + j]);
@@ -126,9 +136,9 @@ void pv_block(const float* P, int64_t ldp, const VT* V, int n, int D, float* acc
 }
 
 template <class S, int NC, typename VT>
-void pv_piece(const float* P, int nq, int64_t ldp, const VT* V, int n, int D, float* acc) {
+void pv_piece(const float* P, int nq, int64_t ldp, const VT* V, int d0, int n, int D, float* acc) {
   for_query_blocks<S::kQueries>(nq, [&]<int QB>(int q) {
-    pv_block<S, QB, NC>(P + q * ldp, ldp, V, n, D, acc + static_cast<int64_t>(q) * D);
+    pv_block<S, QB, NC>(P + q * ldp, ldp, V, d0, n, D, acc + static_cast<int64_t>(q) * D);
   });
 }
 
@@ -136,11 +146,11 @@ template <class S, typename VT>
 void pv_rows(const float* P, int nq, int64_t ldp, const VT* V, int n, int D, float* acc) {
   constexpr int W = S::kLanes;
   int d0 = 0;
-  for (; d0 + 4 * W <= D; d0 += 4 * W) pv_piece<S, 4>(P, nq, ldp, V + d0, n, D, acc + d0);
+  for (; d0 + 4 * W <= D; d0 += 4 * W) pv_piece<S, 4>(P, nq, ldp, V, d0, n, D, acc + d0);
   switch ((D - d0) / W) {
-    case 1: pv_piece<S, 1>(P, nq, ldp, V + d0, n, D, acc + d0); break;
-    case 2: pv_piece<S, 2>(P, nq, ldp, V + d0, n, D, acc + d0); break;
-    case 3: pv_piece<S, 3>(P, nq, ldp, V + d0, n, D, acc + d0); break;
+    case 1: pv_piece<S, 1>(P, nq, ldp, V, d0, n, D, acc + d0); break;
+    case 2: pv_piece<S, 2>(P, nq, ldp, V, d0, n, D, acc + d0); break;
+    case 3: pv_piece<S, 3>(P, nq, ldp, V, d0, n, D, acc + d0); break;
     default: break;
   }
 }

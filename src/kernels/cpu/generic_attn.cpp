@@ -5,21 +5,32 @@
 // out/P rows of stride ldo/ldp, acc [nq][D].
 #include "kernels/cpu/generic_fp16.h"
 #include "kernels/cpu/impl.h"
+#include "kernels/quant_blocks.h"
 
 namespace kvs::kernels::generic {
 namespace {
 
-inline float load(const float* p) { return *p; }
-inline float load(const uint16_t* p) { return h2f_vec(*p); }
+// Row r of rows of D values; element d of a row.
+template <typename KT>
+inline const KT* row_of(const KT* K, int64_t r, int D) {
+  return K + r * D;
+}
+inline const block_q8_0* row_of(const block_q8_0* K, int64_t r, int D) { return K + r * (D / QK8_0); }
+inline float at(const float* row, int d) { return row[d]; }
+inline float at(const uint16_t* row, int d) { return h2f_vec(row[d]); }
+inline float at(const block_q8_0* row, int d) {
+  const block_q8_0& b = row[d / QK8_0];
+  return h2f_vec(b.d) * static_cast<float>(b.qs[d % QK8_0]);
+}
 
 template <typename KT>
 void qk_rows(const float* Q, int nq, const KT* K, int n, int D, float scale, float* out, int64_t ldo) {
   for (int q = 0; q < nq; ++q)
     for (int r = 0; r < n; ++r) {
       const float* qv = Q + static_cast<int64_t>(q) * D;
-      const KT* k = K + static_cast<int64_t>(r) * D;
+      const KT* k = row_of(K, r, D);
       float s = 0;
-      for (int d = 0; d < D; ++d) s += qv[d] * load(k + d);
+      for (int d = 0; d < D; ++d) s += qv[d] * at(k, d);
       out[q * ldo + r] = s * scale;
     }
 }
@@ -30,8 +41,8 @@ void pv_rows(const float* P, int nq, int64_t ldp, const VT* V, int n, int D, flo
     float* a = acc + static_cast<int64_t>(q) * D;
     for (int r = 0; r < n; ++r) {
       const float p = P[q * ldp + r];
-      const VT* v = V + static_cast<int64_t>(r) * D;
-      for (int d = 0; d < D; ++d) a[d] += p * load(v + d);
+      const VT* v = row_of(V, r, D);
+      for (int d = 0; d < D; ++d) a[d] += p * at(v, d);
     }
   }
 }
@@ -49,6 +60,12 @@ void pv_rows_f32(const float* P, int nq, int64_t ldp, const float* V, int n, int
 }
 void pv_rows_f16(const float* P, int nq, int64_t ldp, const uint16_t* V, int n, int D, float* acc) {
   pv_rows(P, nq, ldp, V, n, D, acc);
+}
+void qk_rows_q8_0(const float* Q, int nq, const uint8_t* K, int n, int D, float scale, float* out, int64_t ldo) {
+  qk_rows(Q, nq, reinterpret_cast<const block_q8_0*>(K), n, D, scale, out, ldo);
+}
+void pv_rows_q8_0(const float* P, int nq, int64_t ldp, const uint8_t* V, int n, int D, float* acc) {
+  pv_rows(P, nq, ldp, reinterpret_cast<const block_q8_0*>(V), n, D, acc);
 }
 
 }  // namespace kvs::kernels::generic

@@ -49,6 +49,8 @@ namespace {
     k.qk_rows_f16 = ns::qk_rows_f16;                                                             \
     k.pv_rows_f32 = ns::pv_rows_f32;                                                             \
     k.pv_rows_f16 = ns::pv_rows_f16;                                                             \
+    k.qk_rows_q8_0 = ns::qk_rows_q8_0;                                                           \
+    k.pv_rows_q8_0 = ns::pv_rows_q8_0;                                                           \
     k.exp_sub_sum = ns::exp_sub_sum;                                                             \
     k.max_f32 = ns::max_f32;                                                                     \
   } while (0)
@@ -109,6 +111,8 @@ KernelTable make_avx512() {
   k.qk_rows_f16 = avx512::qk_rows_f16;
   k.pv_rows_f32 = avx512::pv_rows_f32;
   k.pv_rows_f16 = avx512::pv_rows_f16;
+  k.qk_rows_q8_0 = avx512::qk_rows_q8_0;
+  k.pv_rows_q8_0 = avx512::pv_rows_q8_0;
   return k;
 }
 

@@ -4,20 +4,27 @@
 // Dimension legend: nq = queries, n = rows in the block, D = head dim; Q [nq][D], K/V [n][D],
 // out/P rows of stride ldo/ldp, acc [nq][D].
 #include "core/fp16.h"
+#include "kernels/quant_blocks.h"
 #include "kernels/ref/ref.h"
 
 namespace kvs::kernels::ref {
 namespace {
 
-inline double load(const float* p) { return *p; }
-inline double load(const uint16_t* p) { return fp16_to_fp32(*p); }
+// Element d of row r of rows of D values.
+inline double value(const float* K, int64_t r, int D, int d) { return K[r * D + d]; }
+inline double value(const uint16_t* K, int64_t r, int D, int d) { return fp16_to_fp32(K[r * D + d]); }
+// Q8_0 (GGUF): a row is D / 32 blocks of {f16 scale d, int8 q[32]}; element = d * q.
+inline double value(const block_q8_0* K, int64_t r, int D, int d) {
+  const block_q8_0& b = K[r * (D / QK8_0) + d / QK8_0];
+  return double(fp16_to_fp32(b.d)) * b.qs[d % QK8_0];
+}
 
 template <typename KT>
 void qk_rows(const float* Q, int nq, const KT* K, int n, int D, float scale, float* out, int64_t ldo) {
   for (int q = 0; q < nq; ++q)
     for (int r = 0; r < n; ++r) {
       double s = 0;
-      for (int d = 0; d < D; ++d) s += double(Q[static_cast<int64_t>(q) * D + d]) * load(K + static_cast<int64_t>(r) * D + d);
+      for (int d = 0; d < D; ++d) s += double(Q[static_cast<int64_t>(q) * D + d]) * value(K, r, D, d);
       out[q * ldo + r] = static_cast<float>(s * scale);
     }
 }
@@ -27,7 +34,7 @@ void pv_rows(const float* P, int nq, int64_t ldp, const VT* V, int n, int D, flo
   for (int q = 0; q < nq; ++q)
     for (int d = 0; d < D; ++d) {
       double s = acc[static_cast<int64_t>(q) * D + d];
-      for (int r = 0; r < n; ++r) s += double(P[q * ldp + r]) * load(V + static_cast<int64_t>(r) * D + d);
+      for (int r = 0; r < n; ++r) s += double(P[q * ldp + r]) * value(V, r, D, d);
       acc[static_cast<int64_t>(q) * D + d] = static_cast<float>(s);
     }
 }
@@ -45,6 +52,12 @@ void pv_rows_f32(const float* P, int nq, int64_t ldp, const float* V, int n, int
 }
 void pv_rows_f16(const float* P, int nq, int64_t ldp, const uint16_t* V, int n, int D, float* acc) {
   pv_rows(P, nq, ldp, V, n, D, acc);
+}
+void qk_rows_q8_0(const float* Q, int nq, const uint8_t* K, int n, int D, float scale, float* out, int64_t ldo) {
+  qk_rows(Q, nq, reinterpret_cast<const block_q8_0*>(K), n, D, scale, out, ldo);
+}
+void pv_rows_q8_0(const float* P, int nq, int64_t ldp, const uint8_t* V, int n, int D, float* acc) {
+  pv_rows(P, nq, ldp, reinterpret_cast<const block_q8_0*>(V), n, D, acc);
 }
 
 }  // namespace kvs::kernels::ref
