@@ -4,8 +4,8 @@
 // dims = 8 accumulators + 4 row pieces). Head dims that are not a multiple of 8 take the portable
 // loops (every supported model's is: 64, 80, 96, 128, ...).
 #include "kernels/cpu/impl.h"
-#include "kernels/quant_blocks.h"
 #include "kernels/cpu/simd_avx2.h"
+#include "kernels/quant_blocks.h"
 
 namespace kvs::kernels::avx2 {
 namespace {
