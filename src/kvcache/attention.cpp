@@ -103,7 +103,7 @@ void attention_decode(std::span<const AttnJob> jobs, int layer, const AttnShape&
   size_t partial_floats = 0;
   int32_t range = kDecodeRange;
   int max_nq = 0, P_max = 0;
-  bool quantized = false;
+  bool tiled = false;  // some job has Q4_0 pages: a per-thread dequantisation tile
   for (size_t j = 0; j < jobs.size(); ++j) {
     const AttnJob& jb = jobs[j];
     const KvCache& c = *jb.cache;
@@ -111,7 +111,7 @@ void attention_decode(std::span<const AttnJob> jobs, int layer, const AttnShape&
     max_nq = std::max(max_nq, nq);
     const DType kt = c.layout().dtype;
     if (kt == DType::Q4_0) {  // dequantised a piece at a time (Q8_0 rows are read in place)
-      quantized = true;
+      tiled = true;
       P_max = std::max(P_max, c.layout().page_tokens);
     }
     first_task[j] = tasks.size();
@@ -134,7 +134,7 @@ void attention_decode(std::span<const AttnJob> jobs, int layer, const AttnShape&
   const int nth = pool.size();
   if (static_cast<int>(scr.per_thread.size()) < nth) scr.per_thread.resize(nth);
   // Per thread: scores [nq][range], queries [nq][D], and for Q4_0 pages one dequantised page tile [P][D].
-  const size_t tile_floats = quantized ? static_cast<size_t>(P_max) * D : 0;
+  const size_t tile_floats = tiled ? static_cast<size_t>(P_max) * D : 0;
   for (int t = 0; t < nth; ++t)
     scr.per_thread[t].resize(static_cast<size_t>(max_nq) * (range + 1) + static_cast<size_t>(max_nq) * D + tile_floats);
 

@@ -5,7 +5,6 @@
 // loops (every supported model's is: 64, 80, 96, 128, ...).
 #include "kernels/cpu/impl.h"
 #include "kernels/cpu/simd_avx2.h"
-#include "kernels/quant_blocks.h"
 
 namespace kvs::kernels::avx2 {
 namespace {

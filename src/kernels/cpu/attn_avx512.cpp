@@ -8,7 +8,6 @@
 #include <cstdint>
 
 #include "kernels/cpu/impl.h"
-#include "kernels/quant_blocks.h"
 // clang-format off
 #include "kernels/cpu/avx512_begin.h"
 #include "kernels/cpu/simd_avx512.h"

@@ -24,12 +24,7 @@
 // pieces held.
 // (No include guard on purpose: each ISA file includes it once, inside its own namespace.)
 
-// Row r of rows of D values of type KT.
-template <typename KT>
-inline const KT* row_of(const KT* K, int64_t r, int D) {
-  return K + r * D;
-}
-inline const block_q8_0* row_of(const block_q8_0* K, int64_t r, int D) { return K + r * (D / QK8_0); }
+// Rows are stepped with row_of (impl.h).
 
 // Scores of QB queries (rows of Q, stride D) against rows [0, n) of K: out rows of stride ldo.
 template <class S, int QB, typename KT>

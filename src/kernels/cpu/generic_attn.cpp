@@ -5,17 +5,11 @@
 // out/P rows of stride ldo/ldp, acc [nq][D].
 #include "kernels/cpu/generic_fp16.h"
 #include "kernels/cpu/impl.h"
-#include "kernels/quant_blocks.h"
 
 namespace kvs::kernels::generic {
 namespace {
 
-// Row r of rows of D values; element d of a row.
-template <typename KT>
-inline const KT* row_of(const KT* K, int64_t r, int D) {
-  return K + r * D;
-}
-inline const block_q8_0* row_of(const block_q8_0* K, int64_t r, int D) { return K + r * (D / QK8_0); }
+// Element d of a row (rows stepped with row_of, impl.h).
 inline float at(const float* row, int d) { return row[d]; }
 inline float at(const uint16_t* row, int d) { return h2f_vec(row[d]); }
 inline float at(const block_q8_0* row, int d) {

@@ -9,6 +9,17 @@
 #include <cstdint>
 
 #include "kernels/ops.h"
+#include "kernels/quant_blocks.h"
+
+namespace kvs::kernels {
+// Row r of a KV page's rows of D values of type KT (float, uint16_t F16) or of D / 32 Q8_0
+// blocks: how every table's attention row kernels (generic_attn.cpp, attn_rows_impl.h) step rows.
+template <typename KT>
+inline const KT* row_of(const KT* K, int64_t r, int D) {
+  return K + r * D;
+}
+inline const block_q8_0* row_of(const block_q8_0* K, int64_t r, int D) { return K + r * (D / QK8_0); }
+}  // namespace kvs::kernels
 
 #define KVS_KERNEL_SET_DECLS                                                                     \
   void quant_act_q8_0(const float* x, void* y, int64_t n);                                       \
