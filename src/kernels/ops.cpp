@@ -4,6 +4,7 @@
 // Dimension legend: n = vector / row length.
 #include "kernels/ops.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -157,6 +158,23 @@ void pv_rows_q8_0(const float* P, int nq, int64_t ldp, const uint8_t* V, int n, 
   active_kernels().pv_rows_q8_0(P, nq, ldp, V, n, D, acc);
 }
 float exp_sub_sum(float* x, int64_t n, float sub) { return active_kernels().exp_sub_sum(x, n, sub); }
+void pack_key_panels(const float* K, int n, int D, float* Kt) {
+  const int np = (n + kKeyPanel - 1) / kKeyPanel;
+  for (int p = 0; p < np; ++p) {
+    float* dst = Kt + static_cast<int64_t>(p) * D * kKeyPanel;  // [D][16]
+    const int m = std::min(kKeyPanel, n - p * kKeyPanel);
+    for (int d = 0; d < D; ++d) {
+      for (int l = 0; l < m; ++l) dst[d * kKeyPanel + l] = K[static_cast<int64_t>(p * kKeyPanel + l) * D + d];
+      for (int l = m; l < kKeyPanel; ++l) dst[d * kKeyPanel + l] = 0.0f;
+    }
+  }
+}
+void qk_panels(const float* Q, int rows, int D, const float* Kt, int n_panels, float* S, int64_t lds) {
+  active_kernels().qk_panels(Q, rows, D, Kt, n_panels, S, lds);
+}
+void pv_tile(const float* P, int rows, int64_t ldp, const float* V, int n, int D, float* O) {
+  active_kernels().pv_tile(P, rows, ldp, V, n, D, O);
+}
 float max_f32(const float* x, int64_t n) { return active_kernels().max_f32(x, n); }
 void rope(float* x, int n_heads, int head_dim, int rot_dim, const float* cos_sin, RopeStyle style) {
   KVS_ASSERT(rot_dim % 2 == 0 && rot_dim <= head_dim && rot_dim >= 0);

@@ -75,6 +75,22 @@ void pv_rows_f16(const float* P, int nq, int64_t ldp, const uint16_t* V, int n, 
 void qk_rows_q8_0(const float* Q, int nq, const uint8_t* K, int n, int D, float scale, float* out, int64_t ldo);
 void pv_rows_q8_0(const float* P, int nq, int64_t ldp, const uint8_t* V, int n, int D, float* acc);
 
+// ---- attention tiles (prefill attention, KVzip's repeat-pass scores) ------------------------
+// Query rows against a whole block of keys / values (f32, gathered from the cache). Keys come
+// transposed in panels of kKeyPanel: Kt [ceil(n / 16)][D][16], key j's dim d at
+// Kt[(j / 16) * D * 16 + d * 16 + j % 16], the last panel's missing keys zero (pack_key_panels).
+constexpr int kKeyPanel = 16;
+// Floats pack_key_panels writes for n keys of D dims.
+inline size_t key_panels_floats(int n, int D) {
+  return static_cast<size_t>((n + kKeyPanel - 1) / kKeyPanel) * kKeyPanel * static_cast<size_t>(D);
+}
+// Kt := the n rows K [n][D] as panels (above).
+void pack_key_panels(const float* K, int n, int D, float* Kt);
+// S[r * lds + j] = dot(Q[r * D ...], key j)   for r < rows, j < 16 * n_panels (0 for the padding keys)
+void qk_panels(const float* Q, int rows, int D, const float* Kt, int n_panels, float* S, int64_t lds);
+// O[r * D + d] += sum_{j < n} P[r * ldp + j] * V[j * D + d]   for r < rows, d < D
+void pv_tile(const float* P, int rows, int64_t ldp, const float* V, int n, int D, float* O);
+
 // ---- online-softmax pieces ------------------------------------------------------------------
 // x[i] = exp(x[i] - sub); returns the sum of the new x[i] (accumulated in float lanes). exp of
 // anything below about -87.3 (and of -inf) is 0; relative error ~2e-7 above that.

@@ -1,8 +1,6 @@
 #include "kvcache/attention.h"
 #include "kvcache/kv_rows.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -247,9 +245,11 @@ void attention_decode(std::span<const AttnJob> jobs, int layer, const AttnShape&
 
 // ---------------------------------------------------------------------------------------------
 // Prefill path: per (KV head, query block) task, the queries of every head of the GQA group
-// stacked as one matrix [G x block rows][D] (so each key/value block is packed once for the whole
-// group, and sgemm gets G times more rows to amortise the packing over); keys in blocks, sgemm +
-// online softmax.
+// stacked as one matrix [G x block rows][D] (each key/value block is read once for the whole
+// group); keys in blocks of kBk, online softmax. The two products per block are the kernel
+// table's attention tiles (qk_panels, pv_tile; ops.h): keys transposed into panels of 16 once per
+// layer and KV head, so no operand is packed per call as sgemm packs both (2x OpenBLAS's AVX2
+// sgemm on these shapes, 1.1x its AVX-512 one; BENCHMARKS.md "Prefill attention: tile kernels").
 void attention_prefill(const KvCache& c, int layer, const AttnShape& s, const float* q, const int32_t* qpos,
                        int n_tok, float* out, float* lse, ThreadPool& pool, AttnScratch& scr) {
   const int H = s.n_head, Hkv = s.n_head_kv, D = s.head_dim, G = H / Hkv;
@@ -264,13 +264,17 @@ void attention_prefill(const KvCache& c, int layer, const AttnShape& s, const fl
     L[kvh] = end - W[kvh];
     Lmax = std::max(Lmax, L[kvh]);
   }
+  // Keys as panels [Hkv][ceil(Lmax / 16)][D][16] (kernels::pack_key_panels), values as rows [Hkv][Lmax][D].
   const size_t head_stride = static_cast<size_t>(Lmax) * D;
-  scr.K.resize(std::max<size_t>(1, Hkv * head_stride));
+  const size_t kt_stride = kernels::key_panels_floats(Lmax, D);
+  scr.K.resize(std::max<size_t>(1, Hkv * kt_stride));
   scr.V.resize(std::max<size_t>(1, Hkv * head_stride));
   pool.parallel_for(Hkv, [&](int64_t b, int64_t e) {
-    for (int64_t kvh = b; kvh < e; ++kvh)
-      c.gather(layer, static_cast<int>(kvh), W[kvh], W[kvh] + L[kvh], scr.K.data() + kvh * head_stride,
-               scr.V.data() + kvh * head_stride);
+    std::vector<float> rows(head_stride);  // one head's keys as rows, before the transposition
+    for (int64_t kvh = b; kvh < e; ++kvh) {
+      c.gather(layer, static_cast<int>(kvh), W[kvh], W[kvh] + L[kvh], rows.data(), scr.V.data() + kvh * head_stride);
+      kernels::pack_key_panels(rows.data(), L[kvh], D, scr.K.data() + kvh * kt_stride);
+    }
   });
 
   // Query block: about kPrefillRows rows of the stacked group matrix (64 tokens at GQA 4, 85 at 3).
@@ -278,13 +282,12 @@ void attention_prefill(const KvCache& c, int layer, const AttnShape& s, const fl
   const int n_qb = (n_tok + bq - 1) / bq;
   const int n_tasks = Hkv * n_qb;
   const int nth = pool.size();
-  // The pool's threads call sgemm themselves: OpenBLAS's own threads would compete with them
-  // (15x slower on 2 cores when its count was left at the default; matmul sets it too, but a
-  // caller of attention() alone need not have run a matmul first).
-  if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
   if (static_cast<int>(scr.per_thread.size()) < nth) scr.per_thread.resize(nth);
-  // Compat mode needs each row's full normalisation before rounding: one key block spans all keys.
-  const int32_t bk = s.f16_compat ? std::max<int32_t>(kBk, Lmax) : kBk;
+  // Compat mode needs each row's full normalisation before rounding: one key block spans all keys
+  // (+ 16: a block starts at a panel boundary, up to 15 keys before the first visible one).
+  const int32_t bk = s.f16_compat ? std::max<int32_t>(kBk, (Lmax + 2 * kernels::kKeyPanel - 1) / kernels::kKeyPanel *
+                                                                kernels::kKeyPanel)
+                                  : kBk;
   const size_t R = static_cast<size_t>(G) * bq;  // rows of a task's stacked matrix
   const size_t per = R * D * 2 + R * bk + 2 * R;
   for (int t = 0; t < nth; ++t) scr.per_thread[t].resize(per);
@@ -301,7 +304,7 @@ void attention_prefill(const KvCache& c, int layer, const AttnShape& s, const fl
       const int kvh = task % Hkv, qb = n_qb - 1 - task / Hkv;
       const int t0 = qb * bq, t1 = std::min(n_tok, t0 + bq), nb = t1 - t0, rows = G * nb;
       const HeadCache& h = c.head(layer, kvh);
-      const float* Kh = scr.K.data() + kvh * head_stride;
+      const float* Kh = scr.K.data() + kvh * kt_stride;  // panels
       const float* Vh = scr.V.data() + kvh * head_stride;
       // Row r = g * nb + i: query head kvh * G + g of token t0 + i.
       for (int g = 0; g < G; ++g)
@@ -321,10 +324,12 @@ void attention_prefill(const KvCache& c, int layer, const AttnShape& s, const fl
       const int32_t kfull = visible_prefix(h, qpos[t0]) - w0;
       const int32_t kbeg = std::min(kend, window_start(h, qpos[t0], window) - w0);
       const int32_t kall = window_start(h, qpos[t1 - 1], window) - w0;
-      for (int32_t k0 = kbeg; k0 < kend; k0 += bk) {
+      // Blocks start at a panel boundary; keys before kbeg in the first one are outside every
+      // query's window, so the mask hides them (k0 < kall).
+      for (int32_t k0 = kbeg / kernels::kKeyPanel * kernels::kKeyPanel; k0 < kend; k0 += bk) {
         const int32_t nk = std::min<int32_t>(bk, kend - k0);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, nk, D, 1.0f, Qb, D,
-                    Kh + static_cast<size_t>(k0) * D, D, 0.0f, S, bk);
+        kernels::qk_panels(Qb, rows, D, Kh + static_cast<size_t>(k0) * D, (nk + kernels::kKeyPanel - 1) / kernels::kKeyPanel,
+                           S, bk);
         const bool needs_mask = k0 + nk > kfull || k0 < kall;
         for (int r = 0; r < rows; ++r) {
           float* row = S + static_cast<size_t>(r) * bk;
@@ -354,8 +359,7 @@ void attention_prefill(const KvCache& c, int layer, const AttnShape& s, const fl
           Ls[r] = Ls[r] * alpha + kernels::exp_sub_sum(row, nk, mnew);
           M[r] = mnew;
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, D, nk, 1.0f, S, bk,
-                    Vh + static_cast<size_t>(k0) * D, D, 1.0f, Ob, D);
+        kernels::pv_tile(S, rows, bk, Vh + static_cast<size_t>(k0) * D, nk, D, Ob);
       }
       for (int r = 0; r < rows; ++r) {
         const int g = r / nb, i = r % nb;

@@ -12,6 +12,8 @@ namespace {
 struct Simd {
   using vec = __m256;
   static constexpr int kLanes = 8, kQueries = 2;
+  // Prefill tiles (attn_tiles_impl.h): qk 6 rows x 16 keys, pv 6 rows x 16 dims (12 accumulators).
+  static constexpr int kQkRows = 6, kQkVecs = 2, kPvRows = 6, kPvVecs = 2;
   static vec zero() { return _mm256_setzero_ps(); }
   static vec load(const float* p) { return _mm256_loadu_ps(p); }
   static vec at(const float* row, int d) { return _mm256_loadu_ps(row + d); }
@@ -36,6 +38,7 @@ struct Simd {
 };
 
 #include "kernels/cpu/attn_rows_impl.h"
+#include "kernels/cpu/attn_tiles_impl.h"
 
 }  // namespace
 
@@ -61,6 +64,13 @@ void qk_rows_q8_0(const float* Q, int nq, const uint8_t* K, int n, int D, float 
 }
 void pv_rows_q8_0(const float* P, int nq, int64_t ldp, const uint8_t* V, int n, int D, float* acc) {
   pv_rows<Simd>(P, nq, ldp, reinterpret_cast<const block_q8_0*>(V), n, D, acc);
+}
+
+void qk_panels(const float* Q, int rows, int D, const float* Kt, int n_panels, float* S, int64_t lds) {
+  qk_panels_impl<Simd>(Q, rows, D, Kt, n_panels, S, lds);
+}
+void pv_tile(const float* P, int rows, int64_t ldp, const float* V, int n, int D, float* O) {
+  pv_tile_impl<Simd>(P, rows, ldp, V, n, D, O);
 }
 
 }  // namespace kvs::kernels::avx2

@@ -62,4 +62,30 @@ void pv_rows_q8_0(const float* P, int nq, int64_t ldp, const uint8_t* V, int n, 
   pv_rows(P, nq, ldp, reinterpret_cast<const block_q8_0*>(V), n, D, acc);
 }
 
+
+// Prefill tiles: the same products as plain loops (the innermost one, over a panel's 16 keys or
+// over D, is what the compiler vectorises).
+void qk_panels(const float* Q, int rows, int D, const float* Kt, int n_panels, float* S, int64_t lds) {
+  for (int r = 0; r < rows; ++r)
+    for (int p = 0; p < n_panels; ++p) {
+      float acc[kKeyPanel] = {};
+      const float* kt = Kt + static_cast<int64_t>(p) * D * kKeyPanel;
+      for (int d = 0; d < D; ++d) {
+        const float q = Q[static_cast<int64_t>(r) * D + d];
+        for (int l = 0; l < kKeyPanel; ++l) acc[l] += q * kt[d * kKeyPanel + l];
+      }
+      for (int l = 0; l < kKeyPanel; ++l) S[r * lds + p * kKeyPanel + l] = acc[l];
+    }
+}
+void pv_tile(const float* P, int rows, int64_t ldp, const float* V, int n, int D, float* O) {
+  for (int r = 0; r < rows; ++r) {
+    float* o = O + static_cast<int64_t>(r) * D;
+    for (int j = 0; j < n; ++j) {
+      const float p = P[r * ldp + j];
+      const float* v = V + static_cast<int64_t>(j) * D;
+      for (int d = 0; d < D; ++d) o[d] += p * v[d];
+    }
+  }
+}
+
 }  // namespace kvs::kernels::generic

@@ -53,6 +53,8 @@ namespace {
     k.pv_rows_q8_0 = ns::pv_rows_q8_0;                                                           \
     k.exp_sub_sum = ns::exp_sub_sum;                                                             \
     k.max_f32 = ns::max_f32;                                                                     \
+    k.qk_panels = ns::qk_panels;                                                                 \
+    k.pv_tile = ns::pv_tile;                                                                     \
   } while (0)
 #define KVS_FILL_TYPE(k, ns, t) \
   (k.dequant_##t = ns::dequant_##t, k.dot_##t = ns::dot_##t, k.tile_##t = ns::tile_##t)
@@ -113,6 +115,8 @@ KernelTable make_avx512() {
   k.pv_rows_f16 = avx512::pv_rows_f16;
   k.qk_rows_q8_0 = avx512::qk_rows_q8_0;
   k.pv_rows_q8_0 = avx512::pv_rows_q8_0;
+  k.qk_panels = avx512::qk_panels;
+  k.pv_tile = avx512::pv_tile;
   return k;
 }
 

@@ -83,6 +83,9 @@ struct KernelTable {
                        float* acc);
   float (*exp_sub_sum)(float* x, int64_t n, float sub);
   float (*max_f32)(const float* x, int64_t n);
+  // Prefill attention tiles (semantics in ops.h).
+  void (*qk_panels)(const float* Q, int rows, int D, const float* Kt, int n_panels, float* S, int64_t lds);
+  void (*pv_tile)(const float* P, int rows, int64_t ldp, const float* V, int n, int D, float* O);
 
   // The dot tiles run prefill-sized batches faster than dequantise + an AVX2-class sgemm (see
   // default_decode_max_tok in matmul_internal.h); set for the AVX-512 table.

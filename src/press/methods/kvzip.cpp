@@ -4,8 +4,9 @@
 // RepeatObserver sees every layer of it and recomputes, for the chunk's queries, the logits
 // against the subsampled keys (sinks + the chunk's cache slots + the repeat input's own keys up to
 // each query), softmax per query, and keeps per chunk slot the maximum probability over the
-// queries and the query heads of the group. Tiles of 64 queries x the subsampled keys, through
-// sgemm; never a matrix larger than that. When the subsampled keys are every key the forward's
+// queries and the query heads of the group. Tiles of 64 queries x the subsampled keys, through the
+// prefill attention's tile kernel (kernels::qk_panels: the gathered keys transposed into panels
+// once per layer and KV head); never a matrix larger than that. When the subsampled keys are every key the forward's
 // queries see (one chunk covers the whole context after the sinks, or softmax=cache), the
 // forward's own log-sum-exp normalises: only the chunk's columns are computed, and the maximum is
 // kept as a log probability (max of logit - lse, one exp per slot at the end). Otherwise each row
@@ -14,8 +15,6 @@
 // (the repeat input's K/V, one chunk) + per thread one tile and one maximum per chunk slot + the
 // gathered keys of one layer (sinks + chunk + repeat input).
 #include "press/methods/kvzip.h"
-
-#include <cblas.h>
 
 #include <algorithm>
 #include <cmath>
@@ -79,7 +78,7 @@ class RepeatObserver : public LayerObserver {
     // Per KV head: the subsampled keys [a sinks | m chunk slots | nrep repeat keys] gathered to f32.
     struct HeadKeys {
       int32_t a = 0, b = 0, m = 0, r0 = 0, nrep = 0;
-      std::vector<float> K;         // [a + m + nrep][D]
+      std::vector<float> K;         // [ceil((a + m + nrep) / 16)][D][16] keys as panels (kernels::pack_key_panels)
       std::vector<int32_t> reppos;  // [nrep] positions of the repeat keys
     };
     std::vector<HeadKeys> hk(static_cast<size_t>(Hkv));
@@ -96,11 +95,14 @@ class RepeatObserver : public LayerObserver {
           h.r0 = lb(n_orig_);
           h.nrep = static_cast<int32_t>(std::upper_bound(pos.begin(), pos.end(), last_pos) - pos.begin()) - h.r0;
         }
-        h.K.resize(static_cast<size_t>(h.a + h.m + h.nrep) * D);
-        c.gather(v.layer, static_cast<int>(kvh), 0, h.a, h.K.data(), nullptr);
-        c.gather(v.layer, static_cast<int>(kvh), h.b, h.b + h.m, h.K.data() + static_cast<size_t>(h.a) * D, nullptr);
-        c.gather(v.layer, static_cast<int>(kvh), h.r0, h.r0 + h.nrep, h.K.data() + static_cast<size_t>(h.a + h.m) * D,
+        const int32_t nk = h.a + h.m + h.nrep;
+        std::vector<float> rows(static_cast<size_t>(nk) * D);  // [nk][D] before the transposition
+        c.gather(v.layer, static_cast<int>(kvh), 0, h.a, rows.data(), nullptr);
+        c.gather(v.layer, static_cast<int>(kvh), h.b, h.b + h.m, rows.data() + static_cast<size_t>(h.a) * D, nullptr);
+        c.gather(v.layer, static_cast<int>(kvh), h.r0, h.r0 + h.nrep, rows.data() + static_cast<size_t>(h.a + h.m) * D,
                  nullptr);
+        h.K.resize(kernels::key_panels_floats(nk, D));
+        kernels::pack_key_panels(rows.data(), nk, D, h.K.data());
         h.reppos.assign(pos.begin() + h.r0, pos.begin() + h.r0 + h.nrep);
       }
     });
@@ -109,6 +111,8 @@ class RepeatObserver : public LayerObserver {
       max_m = std::max(max_m, h.m);
     }
     if (max_m == 0) return;
+    // Score rows of stride lds: the tile kernel writes whole panels of 16 columns.
+    const int64_t lds = (max_cols + kernels::kKeyPanel - 1) / kernels::kKeyPanel * kernels::kKeyPanel;
     // Tasks (KV head, query tile): the tile's queries of every head of the group stacked into one
     // matrix [G][nt][D] (row g * nt + i: head kvh * G + g, token t0 + i), so the gathered keys are
     // packed by sgemm once per group; every row folds into the same per-KV-head maxima.
@@ -128,7 +132,7 @@ class RepeatObserver : public LayerObserver {
       for (int kvh = 0; kvh < Hkv; ++kvh)
         mine[static_cast<size_t>(kvh)].assign(static_cast<size_t>(hk[kvh].m), fwd_lse ? -kInf : 0.0f);
       const size_t R = static_cast<size_t>(G) * bq;  // rows of a stacked tile
-      std::vector<float> Q(R * D), S(R * max_cols);
+      std::vector<float> Q(R * D), S(R * static_cast<size_t>(lds));
       std::vector<float> mul(R), sub(R);  // [R] per-row map
       for (size_t ti = static_cast<size_t>(ith); ti < tasks.size(); ti += static_cast<size_t>(n_threads)) {
         const Task& tk = tasks[ti];
@@ -146,10 +150,11 @@ class RepeatObserver : public LayerObserver {
         const int32_t nvis =
             static_cast<int32_t>(std::upper_bound(h.reppos.begin(), h.reppos.end(), tile_last) - h.reppos.begin());
         const int32_t ncols = h.a + h.m + nvis;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, ncols, D, 1.0f, Q.data(), D, h.K.data(), D, 0.0f,
-                    S.data(), ncols);
+        kernels::qk_panels(Q.data(), rows, D, h.K.data(), (ncols + kernels::kKeyPanel - 1) / kernels::kKeyPanel, S.data(),
+                           lds);
         if (s.softcap > 0)  // Gemma 2's soft-capped logits, as the forward's attention
-          for (size_t e = 0; e < static_cast<size_t>(rows) * ncols; ++e) S[e] = s.logit(S[e]);
+          for (int r = 0; r < rows; ++r)
+            for (int32_t j = 0; j < ncols; ++j) S[r * lds + j] = s.logit(S[r * lds + j]);
         float* bst = mine[static_cast<size_t>(tk.kvh)].data();
         if (fwd_lse) {
           // log p = logit - lse (every column is a chunk slot: no sinks, no repeat keys).
@@ -159,7 +164,7 @@ class RepeatObserver : public LayerObserver {
           }
         } else {
           for (int r = 0; r < rows; ++r) {
-            float* row = S.data() + static_cast<size_t>(r) * ncols;
+            float* row = S.data() + r * lds;
             const int32_t qp = v.pos[tk.t0 + r % nt];
             for (int32_t j = nvis - 1; j >= 0 && h.reppos[static_cast<size_t>(j)] > qp; --j) row[h.a + h.m + j] = -kInf;
             const float mx = kernels::max_f32(row, ncols);
@@ -167,7 +172,7 @@ class RepeatObserver : public LayerObserver {
             sub[static_cast<size_t>(r)] = 0.0f;
           }
         }
-        kvzip_fold_max(S.data() + h.a, ncols, rows, h.m, mul.data(), sub.data(), bst);
+        kvzip_fold_max(S.data() + h.a, lds, rows, h.m, mul.data(), sub.data(), bst);
       }
     });
     for (int kvh = 0; kvh < Hkv; ++kvh) {

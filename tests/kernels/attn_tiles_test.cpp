@@ -1,0 +1,112 @@
+// The prefill attention's tile kernels (qk_panels over pack_key_panels' layout, pv_tile) on every
+// kernel table against the scalar row references (ref::qk_rows_f32 / pv_rows_f32, which read the
+// keys as plain rows): shapes that take every micro-tile and every remainder path — rows not a
+// multiple of 6, keys not a multiple of 16 or 64, head dims with a remainder past the last whole
+// vector.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "kernel_test_util.h"
+#include "kernels/ops.h"
+#include "kernels/ref/ref.h"
+
+namespace kvs::kernels {
+namespace {
+
+using test::Path;
+
+class AttnTiles : public testing::TestWithParam<Path> {
+ protected:
+  void SetUp() override { KVS_SKIP_IF_NO_AVX2(GetParam()); }
+  const KernelTable& k() const { return test::table(GetParam()); }
+};
+
+// A hand-made case: panel layout and padding. Keys j = 0..16 (17 keys: a second, padded panel),
+// key j = (j + 1) * e_(j % D); the query row r = (r + 1) * (1, 1, ..., 1): S[r][j] = (r + 1)(j + 1).
+TEST_P(AttnTiles, QkPanelsKnownAnswer) {
+  constexpr int D = 8, n = 17, rows = 7, lds = 40;
+  std::vector<float> K(n * D, 0.0f), Q(rows * D);
+  for (int j = 0; j < n; ++j) K[j * D + j % D] = static_cast<float>(j + 1);
+  for (int r = 0; r < rows; ++r)
+    for (int d = 0; d < D; ++d) Q[r * D + d] = static_cast<float>(r + 1);
+  std::vector<float> Kt(key_panels_floats(n, D), -7.0f);
+  ASSERT_EQ(Kt.size(), 2u * 16 * D);
+  pack_key_panels(K.data(), n, D, Kt.data());
+  EXPECT_EQ(Kt[1 * D * 16 + 0 * 16 + 0], 17.0f);  // key 16, dim 0: panel 1, row d = 0, lane 0
+  EXPECT_EQ(Kt[0 * D * 16 + 3 * 16 + 3], 4.0f);   // key 3, dim 3
+  std::vector<float> S(rows * lds, -1.0f);
+  k().qk_panels(Q.data(), rows, D, Kt.data(), 2, S.data(), lds);
+  for (int r = 0; r < rows; ++r) {
+    for (int j = 0; j < n; ++j) EXPECT_EQ(S[r * lds + j], static_cast<float>((r + 1) * (j + 1))) << r << " " << j;
+    for (int j = n; j < 32; ++j) EXPECT_EQ(S[r * lds + j], 0.0f) << "padding key " << j;
+    for (int j = 32; j < lds; ++j) EXPECT_EQ(S[r * lds + j], -1.0f) << "past the panels " << j;
+  }
+}
+
+TEST_P(AttnTiles, QkPanelsMatchReference) {
+  for (int D : {8, 12, 32, 64, 80, 96, 128, 256}) {
+    for (int n : {1, 16, 17, 70, 130}) {
+      for (int rows : {1, 6, 7, 13, 40}) {
+        const uint32_t seed = static_cast<uint32_t>(D * 10000 + n * 100 + rows);
+        const auto Q = test::randn(static_cast<int64_t>(rows) * D, seed);
+        const auto K = test::randn(static_cast<int64_t>(n) * D, seed + 1);
+        std::vector<float> Kt(key_panels_floats(n, D));
+        pack_key_panels(K.data(), n, D, Kt.data());
+        const int np = (n + 15) / 16, lds = np * 16 + 3;
+        std::vector<float> got(static_cast<size_t>(rows) * lds, -1.0f), want(got.size(), -1.0f);
+        k().qk_panels(Q.data(), rows, D, Kt.data(), np, got.data(), lds);
+        ref::qk_rows_f32(Q.data(), rows, K.data(), n, D, 1.0f, want.data(), lds);
+        for (int r = 0; r < rows; ++r)
+          for (int j = 0; j < lds; ++j) {
+            const float w = j < n ? want[r * lds + j] : j < np * 16 ? 0.0f : -1.0f;
+            ASSERT_NEAR(got[r * lds + j], w, 2e-6f * D * (1 + std::abs(w))) << "D=" << D << " n=" << n << " rows=" << rows
+                                                                              << " r=" << r << " j=" << j;
+          }
+      }
+    }
+  }
+}
+
+TEST_P(AttnTiles, PvTileMatchReference) {
+  for (int D : {8, 12, 32, 64, 80, 96, 128, 256}) {
+    for (int n : {1, 16, 17, 70}) {
+      for (int rows : {1, 6, 7, 13, 40}) {
+        const uint32_t seed = static_cast<uint32_t>(7 + D * 10000 + n * 100 + rows);
+        const int ldp = n + 5;
+        auto P = test::randn(static_cast<int64_t>(rows) * ldp, seed);
+        for (auto& p : P) p = std::abs(p);
+        for (int r = 0; r < rows; r += 2) P[r * ldp] = 0.0f;  // masked probabilities are exact zeros
+        const auto V = test::randn(static_cast<int64_t>(n) * D, seed + 1);
+        std::vector<float> got(static_cast<size_t>(rows) * D, 0.25f), want(got.size(), 0.25f);  // accumulates
+        k().pv_tile(P.data(), rows, ldp, V.data(), n, D, got.data());
+        ref::pv_rows_f32(P.data(), rows, ldp, V.data(), n, D, want.data());
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_NEAR(got[i], want[i], 2e-6f * n * (1 + std::abs(want[i]))) << "D=" << D << " n=" << n << " rows=" << rows
+                                                                           << " i=" << i;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, AttnTiles, test::all_paths(), test::path_name);
+
+// The public fronts dispatch to the active table.
+TEST(AttnTilesFront, DispatchesToActiveTable) {
+  constexpr int D = 64, n = 40, rows = 9;
+  const auto Q = test::randn(rows * D, 1), K = test::randn(n * D, 2), V = test::randn(n * D, 3);
+  std::vector<float> Kt(key_panels_floats(n, D));
+  pack_key_panels(K.data(), n, D, Kt.data());
+  std::vector<float> a(rows * 48), b(rows * 48);
+  qk_panels(Q.data(), rows, D, Kt.data(), 3, a.data(), 48);
+  active_kernels().qk_panels(Q.data(), rows, D, Kt.data(), 3, b.data(), 48);
+  EXPECT_EQ(a, b);
+  std::vector<float> oa(rows * D, 0.0f), ob(rows * D, 0.0f);
+  pv_tile(a.data(), rows, 48, V.data(), n, D, oa.data());
+  active_kernels().pv_tile(b.data(), rows, 48, V.data(), n, D, ob.data());
+  EXPECT_EQ(oa, ob);
+}
+
+}  // namespace
+}  // namespace kvs::kernels
