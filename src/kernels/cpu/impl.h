@@ -159,5 +159,7 @@ void qk_rows_q8_0(const float* Q, int nq, const uint8_t* K, int n, int D, float 
 void pv_rows_q8_0(const float* P, int nq, int64_t ldp, const uint8_t* V, int n, int D, float* acc);
 void qk_panels(const float* Q, int rows, int D, const float* Kt, int n_panels, float* S, int64_t lds);
 void pv_tile(const float* P, int rows, int64_t ldp, const float* V, int n, int D, float* O);
+float exp_sub_sum(float* x, int64_t n, float sub);
+float max_f32(const float* x, int64_t n);
 }  // namespace kvs::kernels::avx512
 #undef KVS_TILE_DECL

@@ -117,6 +117,8 @@ KernelTable make_avx512() {
   k.pv_rows_q8_0 = avx512::pv_rows_q8_0;
   k.qk_panels = avx512::qk_panels;
   k.pv_tile = avx512::pv_tile;
+  k.exp_sub_sum = avx512::exp_sub_sum;
+  k.max_f32 = avx512::max_f32;
   return k;
 }
 
