@@ -251,7 +251,7 @@ void attention_decode(std::span<const AttnJob> jobs, int layer, const AttnShape&
 // layer and KV head, so no operand is packed per call as sgemm packs both (2x OpenBLAS's AVX2
 // sgemm on these shapes, 1.1x its AVX-512 one; BENCHMARKS.md "Prefill attention: tile kernels").
 void attention_prefill(const KvCache& c, int layer, const AttnShape& s, const float* q, const int32_t* qpos,
-                       int n_tok, float* out, float* lse, ThreadPool& pool, AttnScratch& scr, AttnTap* tap) {
+                       int n_tok, float* out, float* lse, ThreadPool& pool, AttnScratch& scr) {
   const int H = s.n_head, Hkv = s.n_head_kv, D = s.head_dim, G = H / Hkv;
   // Gather every KV head's visible keys/values to f32: [Hkv][Lmax][D], slots [W, W + L) of each
   // head (W: the first query's window start, 0 without a window).
@@ -289,15 +289,7 @@ void attention_prefill(const KvCache& c, int layer, const AttnShape& s, const fl
                                                                 kernels::kKeyPanel)
                                   : kBk;
   const size_t R = static_cast<size_t>(G) * bq;  // rows of a task's stacked matrix
-  // The tap's slot ranges per KV head and its columns [R][ncap] per thread.
-  std::vector<AttnTap::Ranges> taps(tap ? static_cast<size_t>(Hkv) : 0);
-  if (tap) tap->begin(nth);
-  int32_t ncap = 0;
-  for (int kvh = 0; kvh < static_cast<int>(taps.size()); ++kvh) {
-    taps[kvh] = tap->ranges(kvh);
-    ncap = std::max(ncap, taps[kvh].cols());
-  }
-  const size_t per = R * D * 2 + R * bk + 2 * R + (tap ? R * (static_cast<size_t>(ncap) + 1) : 0);
+  const size_t per = R * D * 2 + R * bk + 2 * R;
   for (int t = 0; t < nth; ++t) scr.per_thread[t].resize(per);
 
   // Tasks from one counter, the query blocks that see the most keys (the last ones) first.
@@ -308,7 +300,6 @@ void attention_prefill(const KvCache& c, int layer, const AttnShape& s, const fl
     float* S = Ob + R * D;                   // [G][bq][bk] scores of a key block
     float* M = S + R * bk;                   // [G][bq] running max
     float* Ls = M + R;                       // [G][bq] running sum
-    float* cap = Ls + R;                     // [G][bq][ncap] tapped logits, then [G][bq] lse (tap only)
     for (int task; (task = next.fetch_add(1, std::memory_order_relaxed)) < n_tasks;) {
       const int kvh = task % Hkv, qb = n_qb - 1 - task / Hkv;
       const int t0 = qb * bq, t1 = std::min(n_tok, t0 + bq), nb = t1 - t0, rows = G * nb;
@@ -333,7 +324,6 @@ void attention_prefill(const KvCache& c, int layer, const AttnShape& s, const fl
       const int32_t kfull = visible_prefix(h, qpos[t0]) - w0;
       const int32_t kbeg = std::min(kend, window_start(h, qpos[t0], window) - w0);
       const int32_t kall = window_start(h, qpos[t1 - 1], window) - w0;
-      if (tap) std::fill(cap, cap + static_cast<size_t>(rows) * ncap, kNegInf);  // keys no block reaches stay hidden
       // Blocks start at a panel boundary; keys before kbeg in the first one are outside every
       // query's window, so the mask hides them (k0 < kall).
       for (int32_t k0 = kbeg / kernels::kKeyPanel * kernels::kKeyPanel; k0 < kend; k0 += bk) {
@@ -351,16 +341,6 @@ void attention_prefill(const KvCache& c, int layer, const AttnShape& s, const fl
             for (int32_t j = window > 0 ? 0 : std::max<int32_t>(0, kfull - k0); j < nk; ++j) {
               const int32_t kp = h.pos[static_cast<size_t>(w0 + k0 + j)];
               if (kp > qp || (window > 0 && kp <= qp - window)) row[j] = kNegInf;
-            }
-          }
-          if (tap) {  // the tapped slots of this block: slot = w0 + k0 + j
-            const AttnTap::Ranges& rg = taps[static_cast<size_t>(kvh)];
-            int32_t col = 0;
-            for (int i = 0; i < rg.n; ++i) {
-              const int32_t b = std::max(rg.b[i], w0 + k0), e = std::min(rg.e[i], w0 + k0 + nk);
-              if (b < e)
-                std::copy(row + (b - w0 - k0), row + (e - w0 - k0), cap + static_cast<size_t>(r) * ncap + col + (b - rg.b[i]));
-              col += rg.e[i] - rg.b[i];
             }
           }
           const float bm = kernels::max_f32(row, nk);
@@ -381,18 +361,14 @@ void attention_prefill(const KvCache& c, int layer, const AttnShape& s, const fl
         }
         kernels::pv_tile(S, rows, bk, Vh + static_cast<size_t>(k0) * D, nk, D, Ob);
       }
-      float* row_lse = cap + static_cast<size_t>(rows) * ncap;  // [rows] (tap only)
       for (int r = 0; r < rows; ++r) {
         const int g = r / nb, i = r % nb;
         const size_t o = static_cast<size_t>(t0 + i) * H + kvh * G + g;
         float* dst = out + o * D;
         const float inv = Ls[r] > 0 ? 1.0f / Ls[r] : 0.0f;
         for (int d = 0; d < D; ++d) dst[d] = Ob[static_cast<size_t>(r) * D + d] * inv;
-        const float l = Ls[r] > 0 ? M[r] + std::log(Ls[r]) : kNegInf;
-        if (lse) lse[o] = l;
-        if (tap) row_lse[r] = l;
+        if (lse) lse[o] = Ls[r] > 0 ? M[r] + std::log(Ls[r]) : kNegInf;
       }
-      if (tap) tap->on_task(ith, kvh, t0, nb, cap, ncap, row_lse);
     }
   });
 }
@@ -400,14 +376,14 @@ void attention_prefill(const KvCache& c, int layer, const AttnShape& s, const fl
 }  // namespace
 
 void attention(const KvCache& c, int layer, const AttnShape& s, const float* q, const int32_t* qpos, int n_tok,
-               float* out, float* lse, ThreadPool& pool, AttnScratch& scratch, AttnTap* tap) {
+               float* out, float* lse, ThreadPool& pool, AttnScratch& scratch) {
   KVS_ASSERT(s.n_head % s.n_head_kv == 0 && s.n_head_kv == c.layout().n_head_kv && s.head_dim == c.layout().head_dim);
   if (n_tok <= 0) return;
   if (n_tok < kAttnPrefillMinTokens) {
     const AttnJob job{&c, q, qpos, n_tok, out, lse};
     attention_decode(std::span<const AttnJob>(&job, 1), layer, s, pool, scratch);
   } else {
-    attention_prefill(c, layer, s, q, qpos, n_tok, out, lse, pool, scratch, tap);
+    attention_prefill(c, layer, s, q, qpos, n_tok, out, lse, pool, scratch);
   }
 }
 
@@ -421,7 +397,7 @@ void attention_batch(std::span<const AttnJob> jobs, int layer, const AttnShape& 
     if (j.n_tok < kAttnPrefillMinTokens)
       decode.push_back(j);
     else
-      attention_prefill(*j.cache, layer, s, j.q, j.qpos, j.n_tok, j.out, j.lse, pool, scratch, j.tap);
+      attention_prefill(*j.cache, layer, s, j.q, j.qpos, j.n_tok, j.out, j.lse, pool, scratch);
   }
   if (!decode.empty()) attention_decode(decode, layer, s, pool, scratch);
 }

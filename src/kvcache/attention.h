@@ -7,9 +7,8 @@
 // Two paths, both exact against attention_ref:
 //  - decode (few queries): split each head's keys into ranges across threads (flash-decoding),
 //    partial softmax per range, merged at the end;
-//  - prefill (many queries): K/V gathered to f32, query blocks x key blocks through the kernel
-//    table's attention tiles and an online softmax — never an N x N matrix. A caller may tap the
-//    logits of chosen key slots on the way (AttnTap: KVzip's repeat pass scores from them).
+//  - prefill (many queries): K/V gathered to f32, query blocks x key blocks with sgemm and an
+//    online softmax — never an N x N matrix.
 //
 // Dimension legend: T = queries in the batch, H = query heads, Hkv = KV heads, D = head dim,
 // L = slots held by a KV head.
@@ -55,40 +54,11 @@ struct AttnScratch {
   AlignedBuffer<float> partial;                  // decode partial results
 };
 
-// The logits of chosen key slots as the prefill path computes them (scaled, soft-capped, -inf
-// where the key is not visible to the row's query), handed over per task before they are
-// exponentiated, with each row's log-sum-exp over every visible key — so a caller that scores keys
-// by their attention (KVzip's repeat pass) need not compute Q.K^T a second time. Only the prefill
-// path taps (n_tok >= kAttnPrefillMinTokens): begin() is called once per attention call that
-// taps, so a tap that was never begun knows the call took the decode path.
-class AttnTap {
- public:
-  static constexpr int kMaxRanges = 3;
-  struct Ranges {
-    int n = 0;                                  // ranges in use
-    int32_t b[kMaxRanges] = {}, e[kMaxRanges] = {};  // slot ranges [b, e) of the KV head, ascending
-    int32_t cols() const {
-      int32_t c = 0;
-      for (int i = 0; i < n; ++i) c += e[i] - b[i];
-      return c;
-    }
-  };
-  virtual ~AttnTap() = default;
-  // Before the call's tasks: they run on pool threads 0 .. n_threads - 1.
-  virtual void begin(int n_threads) = 0;
-  // The slots of KV head kvh whose logits to capture (their columns follow in range order).
-  virtual Ranges ranges(int kvh) = 0;
-  // One task of the prefill path, by pool thread `thread`: rows r = g * nb + i are query head
-  // kvh * G + g of token t0 + i (G = n_head / n_head_kv), logits [G * nb][ld] the captured
-  // columns (the tap may overwrite them), lse [G * nb] each row's log-sum-exp.
-  virtual void on_task(int thread, int kvh, int t0, int nb, float* logits, int64_t ld, const float* lse) = 0;
-};
-
 // q: [T][H][D] post-RoPE queries, qpos: [T]. out: [T][H][D]. lse: optional [T][H] receives the
 // natural-log sum of exp(scale * q.k) over visible keys (statistics passes use it to recover
-// attention probabilities without storing them). tap: optional (AttnTap).
+// attention probabilities without storing them).
 void attention(const KvCache& cache, int layer, const AttnShape& s, const float* q, const int32_t* qpos,
-               int n_tok, float* out, float* lse, ThreadPool& pool, AttnScratch& scratch, AttnTap* tap = nullptr);
+               int n_tok, float* out, float* lse, ThreadPool& pool, AttnScratch& scratch);
 
 // One sequence's queries for attention_batch: q [T][H][D] post-RoPE, qpos [T], out [T][H][D],
 // lse [T][H] (optional), T = n_tok, over `cache`.
@@ -99,7 +69,6 @@ struct AttnJob {
   int n_tok = 0;
   float* out = nullptr;
   float* lse = nullptr;
-  AttnTap* tap = nullptr;  // optional (AttnTap)
 };
 
 // attention() of several sequences on one layer (batched decoding), each job over its own cache:

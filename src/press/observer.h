@@ -39,10 +39,6 @@ class LayerObserver {
   virtual ~LayerObserver() = default;
   virtual void on_layer(const LayerView& v) = 0;
   virtual bool needs_pre_rope() const { return false; }
-  // Optional: a tap on the attention of `layer` for the batch about to run over `cache` (which
-  // already holds the batch's keys), or null (the default). Asked before the attention; on_layer
-  // follows it.
-  virtual AttnTap* attention_tap(int /*layer*/, const AttnShape& /*s*/, const KvCache& /*cache*/) { return nullptr; }
 };
 
 struct RowView {

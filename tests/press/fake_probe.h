@@ -26,7 +26,6 @@ struct FakeProbe : ModelProbe {
   std::function<void(int layer, int32_t tok, float* k)> key_of;
   std::function<void(int layer, int32_t tok, float* q)> query_of;
   int forwards = 0;  // probe forwards run
-  bool tap = true;   // offer the observer's attention tap to the attention, as the real forward does
   std::vector<size_t> fork_slots;  // slots the fork held at each layer view (memory checks)
 
   FakeProbe(int n_layer, const AttnShape& s, ThreadPool& p) : shape(s), pool(&p) {
@@ -76,8 +75,7 @@ struct FakeProbe : ModelProbe {
       if (!c.append(layer, T, k.data(), v.data(), pos.data())) fail("fake probe: pool full");
       std::vector<float> out(q.size()), lse(static_cast<size_t>(T) * H);
       AttnScratch scr;
-      attention(c, layer, shape, q.data(), pos.data(), T, out.data(), lse.data(), *pool, scr,
-                tap ? obs.attention_tap(layer, shape, c) : nullptr);
+      attention(c, layer, shape, q.data(), pos.data(), T, out.data(), lse.data(), *pool, scr);
       LayerView view;
       view.layer = layer;
       view.n_tok = T;

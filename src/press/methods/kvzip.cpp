@@ -1,20 +1,19 @@
 // KVzip as press parts (the method and the choices where the paper is open: kvzip.h).
 //
 // The repeat pass: one probe forward per chunk (the whole model, attending to the whole cache);
-// RepeatObserver sees every layer of it and keeps, per chunk slot, the maximum over the chunk's
-// queries and the query heads of the group of the attention probability under a softmax over the
-// subsampled keys (sinks + the chunk's cache slots + the repeat input's own keys up to each query).
-// The logits come from the forward's own attention (AttnTap: the prefill path hands over the
-// subsampled keys' logits, task by task, before exponentiating them), or — llama.cpp numerics,
-// sliding-window layers, a repeat batch on the decode path — are computed again from the queries:
-// tiles of 64 queries x the subsampled keys through kernels::qk_panels; never a matrix larger than
-// that. When the subsampled keys are every key the forward's queries see (one chunk covers the
-// whole context after the sinks, or softmax=cache), the forward's own log-sum-exp normalises: only
-// the chunk's columns are taken, and the maximum is kept as a log probability (max of logit - lse,
-// one exp per slot at the end). Otherwise each row gets its max and sum of exp over the subsampled
-// keys. The per-slot maximum over a tile's rows: kvzip_fold_max (press/math/kvzip_fold.h). Extra
-// memory while scoring: the probe's fork (the repeat input's K/V, one chunk) + per thread one tile
-// (or the tapped columns of one attention task) and one maximum per chunk slot.
+// RepeatObserver sees every layer of it and recomputes, for the chunk's queries, the logits
+// against the subsampled keys (sinks + the chunk's cache slots + the repeat input's own keys up to
+// each query), softmax per query, and keeps per chunk slot the maximum probability over the
+// queries and the query heads of the group. Tiles of 64 queries x the subsampled keys, through the
+// prefill attention's tile kernel (kernels::qk_panels: the gathered keys transposed into panels
+// once per layer and KV head); never a matrix larger than that. When the subsampled keys are every key the forward's
+// queries see (one chunk covers the whole context after the sinks, or softmax=cache), the
+// forward's own log-sum-exp normalises: only the chunk's columns are computed, and the maximum is
+// kept as a log probability (max of logit - lse, one exp per slot at the end). Otherwise each row
+// gets its max and sum of exp over the subsampled keys. The per-slot maximum over a tile's rows:
+// kvzip_fold_max (press/math/kvzip_fold.h, AVX2). Extra memory while scoring: the probe's fork
+// (the repeat input's K/V, one chunk) + per thread one tile and one maximum per chunk slot + the
+// gathered keys of one layer (sinks + chunk + repeat input).
 #include "press/methods/kvzip.h"
 
 #include <algorithm>
@@ -59,124 +58,30 @@ std::pair<std::vector<int32_t>, std::vector<int32_t>> encode_chat(ModelProbe& pr
           {e1.end() - static_cast<std::ptrdiff_t>(tail), e1.end()}};
 }
 
-// Sees every layer of one chunk's repeat pass and folds the chunk's scores into `out`. Where it
-// can, it taps the forward's own attention (AttnTap): the prefill path hands over the logits of
-// the subsampled keys, so Q.K^T is not computed a second time (KVzip's scoring cost, BENCHMARKS.md
-// "KVzip's scores from the forward's logits"). Not tapped, and computed here from the queries as
-// before: llama.cpp numerics (the forward rounds queries to F16), sliding-window layers (the
-// forward hides keys outside the window, the official scoring does not), and a repeat batch small
-// enough for the decode path.
-class RepeatObserver : public LayerObserver, public AttnTap {
+// Sees every layer of one chunk's repeat pass and folds the chunk's scores into `out`.
+class RepeatObserver : public LayerObserver {
  public:
   RepeatObserver(const PressEnv& env, int32_t n_orig, int32_t sinks, int32_t p0, int32_t p1, bool softmax_cache,
                  Scores& out)
       : env_(env), n_orig_(n_orig), sinks_(sinks), p0_(p0), p1_(p1), softmax_cache_(softmax_cache), out_(out) {}
 
-  AttnTap* attention_tap(int layer, const AttnShape& s, const KvCache& c) override {
-    tapped_ = false;
-    if (s.f16_compat || s.window(layer) > 0) return nullptr;
-    fwd_lse_ = uses_fwd_lse(s);
-    G_ = s.n_head / s.n_head_kv;
-    const int Hkv = s.n_head_kv;
-    heads_.assign(static_cast<size_t>(Hkv), {});
-    for (int kvh = 0; kvh < Hkv; ++kvh) {
-      const auto& pos = c.head(layer, kvh).pos;
-      auto lb = [&](int32_t p) { return static_cast<int32_t>(std::lower_bound(pos.begin(), pos.end(), p) - pos.begin()); };
-      HeadKeys& h = heads_[static_cast<size_t>(kvh)];
-      h.b = lb(p0_);
-      h.m = lb(p1_) - h.b;
-      if (!fwd_lse_) {  // + the sinks and every repeat key (the ones a query does not see come masked)
-        h.a = lb(sinks_);
-        h.r0 = lb(n_orig_);
-        h.nrep = static_cast<int32_t>(pos.size()) - h.r0;
-      }
-    }
-    return this;
-  }
-
-  void begin(int n_threads) override {
-    tapped_ = true;
-    reset_best(n_threads);
-  }
-
-  Ranges ranges(int kvh) override {
-    const HeadKeys& h = heads_[static_cast<size_t>(kvh)];
-    Ranges r;
-    if (!fwd_lse_) r.b[r.n] = 0, r.e[r.n++] = h.a;
-    r.b[r.n] = h.b, r.e[r.n++] = h.b + h.m;
-    if (!fwd_lse_) r.b[r.n] = h.r0, r.e[r.n++] = h.r0 + h.nrep;
-    return r;
-  }
-
-  void on_task(int thread, int kvh, int /*t0*/, int nb, float* logits, int64_t ld, const float* lse) override {
-    const HeadKeys& h = heads_[static_cast<size_t>(kvh)];
-    if (h.m == 0) return;
-    const int rows = G_ * nb;
-    Fold& f = folds_[static_cast<size_t>(thread)];
-    f.mul.resize(static_cast<size_t>(rows));
-    f.sub.resize(static_cast<size_t>(rows));
-    const int32_t ncols = h.a + h.m + h.nrep;
-    for (int r = 0; r < rows; ++r) {
-      if (fwd_lse_) {  // log p = logit - lse (the columns are the chunk's slots)
-        f.mul[static_cast<size_t>(r)] = 1.0f;
-        f.sub[static_cast<size_t>(r)] = lse[r];
-      } else {  // softmax over the subsampled keys
-        float* row = logits + r * ld;
-        const float mx = kernels::max_f32(row, ncols);
-        f.mul[static_cast<size_t>(r)] = mx == -kInf ? 0.0f : 1.0f / kernels::exp_sub_sum(row, ncols, mx);
-        f.sub[static_cast<size_t>(r)] = 0.0f;
-      }
-    }
-    kvzip_fold_max(logits + h.a, ld, rows, h.m, f.mul.data(), f.sub.data(),
-                   f.best[static_cast<size_t>(kvh)].data());
-  }
-
   void on_layer(const LayerView& v) override {
-    if (!tapped_) compute(v);
-    merge(v);
-    tapped_ = false;
-  }
-
- private:
-  // Per KV head: the subsampled keys [a sinks | m chunk slots | nrep repeat keys], as slot ranges
-  // [0, a), [b, b + m), [r0, r0 + nrep) of the fork's head, and (when computed here) gathered.
-  struct HeadKeys {
-    int32_t a = 0, b = 0, m = 0, r0 = 0, nrep = 0;
-    std::vector<float> K;         // [ceil((a + m + nrep) / 16)][D][16] keys as panels (kernels::pack_key_panels)
-    std::vector<int32_t> reppos;  // [nrep] positions of the repeat keys
-  };
-  // Per thread: best[kvh][j] the max probability of chunk slot j it has seen (its log with the
-  // forward's log-sum-exp), and a row map.
-  struct Fold {
-    std::vector<std::vector<float>> best;
-    std::vector<float> mul, sub;  // [rows]
-  };
-
-  // Normalise by the forward's log-sum-exp when the subsampled keys are all the keys it saw
-  // (the sinks and one chunk cover the whole original cache) — not with llama.cpp numerics,
-  // whose attention rounds the queries to F16.
-  bool uses_fwd_lse(const AttnShape& s) const {
-    return softmax_cache_ || (p0_ == sinks_ && p1_ == n_orig_ && !s.f16_compat);
-  }
-
-  void reset_best(int n_threads) {
-    folds_.resize(static_cast<size_t>(n_threads));
-    for (Fold& f : folds_) {
-      f.best.resize(heads_.size());
-      for (size_t kvh = 0; kvh < heads_.size(); ++kvh) f.best[kvh].assign(static_cast<size_t>(heads_[kvh].m), fwd_lse_ ? -kInf : 0.0f);
-    }
-  }
-
-  // The scores from the queries: Q.K^T over the gathered subsampled keys, tile by tile.
-  void compute(const LayerView& v) {
     const KvCache& c = *v.cache;  // the probe's fork: the original slots, then the repeat input's
+    const KvLayout& l = env_.cache.layout();
     const AttnShape& s = *v.shape;
     const int H = s.n_head, Hkv = s.n_head_kv, D = s.head_dim, G = H / Hkv, T = v.n_tok;
     const int32_t last_pos = v.pos[T - 1];
-    fwd_lse_ = uses_fwd_lse(s);
-    G_ = G;
-    heads_.assign(static_cast<size_t>(Hkv), {});
-    std::vector<HeadKeys>& hk = heads_;
+    // Normalise by the forward's log-sum-exp when the subsampled keys are all the keys it saw
+    // (the sinks and one chunk cover the whole original cache) — not with llama.cpp numerics,
+    // whose attention rounds the queries to F16.
+    const bool fwd_lse = softmax_cache_ || (p0_ == sinks_ && p1_ == n_orig_ && !s.f16_compat);
+    // Per KV head: the subsampled keys [a sinks | m chunk slots | nrep repeat keys] gathered to f32.
+    struct HeadKeys {
+      int32_t a = 0, b = 0, m = 0, r0 = 0, nrep = 0;
+      std::vector<float> K;         // [ceil((a + m + nrep) / 16)][D][16] keys as panels (kernels::pack_key_panels)
+      std::vector<int32_t> reppos;  // [nrep] positions of the repeat keys
+    };
+    std::vector<HeadKeys> hk(static_cast<size_t>(Hkv));
     int32_t max_cols = 0, max_m = 0;
     env_.pool.parallel_for(Hkv, [&](int64_t b0, int64_t e0) {
       for (int64_t kvh = b0; kvh < e0; ++kvh) {
@@ -185,7 +90,7 @@ class RepeatObserver : public LayerObserver, public AttnTap {
         HeadKeys& h = hk[static_cast<size_t>(kvh)];
         h.b = lb(p0_);
         h.m = lb(p1_) - h.b;
-        if (!fwd_lse_) {
+        if (!fwd_lse) {
           h.a = lb(sinks_);
           h.r0 = lb(n_orig_);
           h.nrep = static_cast<int32_t>(std::upper_bound(pos.begin(), pos.end(), last_pos) - pos.begin()) - h.r0;
@@ -205,15 +110,12 @@ class RepeatObserver : public LayerObserver, public AttnTap {
       max_cols = std::max(max_cols, h.a + h.m + h.nrep);
       max_m = std::max(max_m, h.m);
     }
-    const int nth = env_.pool.size();
-    reset_best(nth);
     if (max_m == 0) return;
-    const bool fwd_lse = fwd_lse_;
     // Score rows of stride lds: the tile kernel writes whole panels of 16 columns.
     const int64_t lds = (max_cols + kernels::kKeyPanel - 1) / kernels::kKeyPanel * kernels::kKeyPanel;
     // Tasks (KV head, query tile): the tile's queries of every head of the group stacked into one
     // matrix [G][nt][D] (row g * nt + i: head kvh * G + g, token t0 + i), so the gathered keys are
-    // read once per group; every row folds into the same per-KV-head maxima.
+    // packed by sgemm once per group; every row folds into the same per-KV-head maxima.
     struct Task {
       int kvh, t0;
     };
@@ -221,8 +123,14 @@ class RepeatObserver : public LayerObserver, public AttnTap {
     const int bq = std::max(8, kQRows / G);  // tokens per tile
     for (int kvh = 0; kvh < Hkv; ++kvh)
       for (int t0 = 0; t0 < T; t0 += bq) tasks.push_back({kvh, t0});
+    const int nth = env_.pool.size();
+    // best[thread][kvh][j]: max probability of chunk slot j seen by that thread (its log with fwd_lse).
+    std::vector<std::vector<std::vector<float>>> best(static_cast<size_t>(nth));
     env_.pool.run([&](int ith, int n_threads) {
-      auto& mine = folds_[static_cast<size_t>(ith)].best;
+      auto& mine = best[static_cast<size_t>(ith)];
+      mine.resize(static_cast<size_t>(Hkv));
+      for (int kvh = 0; kvh < Hkv; ++kvh)
+        mine[static_cast<size_t>(kvh)].assign(static_cast<size_t>(hk[kvh].m), fwd_lse ? -kInf : 0.0f);
       const size_t R = static_cast<size_t>(G) * bq;  // rows of a stacked tile
       std::vector<float> Q(R * D), S(R * static_cast<size_t>(lds));
       std::vector<float> mul(R), sub(R);  // [R] per-row map
@@ -267,37 +175,29 @@ class RepeatObserver : public LayerObserver, public AttnTap {
         kvzip_fold_max(S.data() + h.a, lds, rows, h.m, mul.data(), sub.data(), bst);
       }
     });
-  }
-
-  // Every thread's maxima into the scores of the original cache's slots.
-  void merge(const LayerView& v) {
-    const KvCache& c = *v.cache;
-    const KvLayout& l = env_.cache.layout();
-    for (int kvh = 0; kvh < static_cast<int>(heads_.size()); ++kvh) {
-      const HeadKeys& h = heads_[static_cast<size_t>(kvh)];
+    for (int kvh = 0; kvh < Hkv; ++kvh) {
+      const HeadKeys& h = hk[static_cast<size_t>(kvh)];
       std::vector<float>& o = out_.at(l, v.layer, kvh);
       // Fork slot -> original slot: a sliding-window layer of the fork may have dropped more leading
       // slots than the original (the repeat pass runs past the window); their scores stay 0.
       const int64_t off = c.head(v.layer, kvh).slid - env_.cache.head(v.layer, kvh).slid;
-      for (const Fold& f : folds_) {
-        const float* bk = f.best[static_cast<size_t>(kvh)].data();
+      for (int t = 0; t < nth; ++t) {
+        const auto& b = best[static_cast<size_t>(t)];
+        if (b.empty()) continue;
+        const float* bk = b[static_cast<size_t>(kvh)].data();
         for (int32_t j = 0; j < h.m; ++j) {
           const size_t os = static_cast<size_t>(h.b + j + off);
-          o[os] = std::max(o[os], fwd_lse_ ? std::exp(bk[j]) : bk[j]);
+          o[os] = std::max(o[os], fwd_lse ? std::exp(bk[j]) : bk[j]);
         }
       }
     }
   }
 
+ private:
   const PressEnv& env_;
   int32_t n_orig_, sinks_, p0_, p1_;
   bool softmax_cache_;
   Scores& out_;
-  // This layer's: whether the attention was tapped, the normalisation, group size, keys, maxima.
-  bool tapped_ = false, fwd_lse_ = false;
-  int G_ = 1;
-  std::vector<HeadKeys> heads_;  // [Hkv]
-  std::vector<Fold> folds_;      // [threads]
 };
 
 }  // namespace

@@ -127,8 +127,7 @@ void attention_block(const Runtime& rt, const ArchBlock& block, Activations& a, 
     const int32_t* sp = a.pos.data() + r0;
     if (!sg.cache->append(il, sg.n, a.k.data() + r0 * Hkv * D, a.v.data() + r0 * Hkv * D, sp))
       fail("KV cache memory cap reached while appending layer {}", il);
-    AttnTap* tap = sg.observer ? sg.observer->attention_tap(il, rt.shape, *sg.cache) : nullptr;
-    jobs.push_back({sg.cache, a.q.data() + r0 * H * D, sp, sg.n, a.att.data() + r0 * H * D, a.lse.data() + r0 * H, tap});
+    jobs.push_back({sg.cache, a.q.data() + r0 * H * D, sp, sg.n, a.att.data() + r0 * H * D, a.lse.data() + r0 * H});
   }
   attention_batch(jobs, il, rt.shape, rt.pool, rt.attn);
   for (const Segment& sg : segs) {
