@@ -248,8 +248,8 @@ void attention_decode(std::span<const AttnJob> jobs, int layer, const AttnShape&
 // stacked as one matrix [G x block rows][D] (each key/value block is read once for the whole
 // group); keys in blocks of kBk, online softmax. The two products per block are the kernel
 // table's attention tiles (qk_panels, pv_tile; ops.h): keys transposed into panels of 16 once per
-// layer and KV head, so no operand is packed per call as sgemm packs both (2x OpenBLAS's AVX2
-// sgemm on these shapes, 1.1x its AVX-512 one; BENCHMARKS.md "Prefill attention: tile kernels").
+// layer and KV head, so no operand is packed per call as sgemm packs both (1.9-2.0x OpenBLAS's
+// AVX2 sgemm on these shapes, 1.3x its AVX-512 one; BENCHMARKS.md "Prefill attention: tile kernels").
 void attention_prefill(const KvCache& c, int layer, const AttnShape& s, const float* q, const int32_t* qpos,
                        int n_tok, float* out, float* lse, ThreadPool& pool, AttnScratch& scr) {
   const int H = s.n_head, Hkv = s.n_head_kv, D = s.head_dim, G = H / Hkv;
