@@ -302,8 +302,9 @@ void matmul_with(const KernelTable& k, const MatmulConfig& cfg, const TensorView
       decode = n_tok < (cfg.decode_max_tok > 0 ? cfg.decode_max_tok : default_decode_max_tok(k, W.type));
   }
   // OpenBLAS single-threaded unless asked otherwise: our pool threads call sgemm themselves, and
-  // so does attention's prefill (kvcache/attention.cpp) from inside pool tasks, where OpenBLAS's
-  // own threads would compete with ours (and spin in exec_blas_async).
+  // so do the presses' statistics products (press/stats.cpp, kvcache/attention_probs.cpp, ...)
+  // from inside pool tasks, where OpenBLAS's own threads would compete with ours (and spin in
+  // exec_blas_async). (The attention itself runs on the kernel tables' tiles, no BLAS.)
   if (cfg.blas == BlasThreading::PoolPerThread) set_blas_threads(1);
   // Repacked Q4_0 (registered by the model loader when the active table has the packed tile) runs
   // the packed tile in decode and prefill alike; a forced sgemm prefill reads the original bytes.
