@@ -7,8 +7,9 @@
 // Two paths, both exact against attention_ref:
 //  - decode (few queries): split each head's keys into ranges across threads (flash-decoding),
 //    partial softmax per range, merged at the end;
-//  - prefill (many queries): K/V gathered to f32, query blocks x key blocks with sgemm and an
-//    online softmax — never an N x N matrix.
+//  - prefill (many queries): K/V gathered to f32 (keys transposed into panels of 16), query
+//    blocks x key blocks through the kernel table's attention tiles (kernels::qk_panels,
+//    pv_tile) and an online softmax — never an N x N matrix.
 //
 // Dimension legend: T = queries in the batch, H = query heads, Hkv = KV heads, D = head dim,
 // L = slots held by a KV head.

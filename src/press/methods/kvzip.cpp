@@ -6,10 +6,11 @@
 // each query), softmax per query, and keeps per chunk slot the maximum probability over the
 // queries and the query heads of the group. Tiles of 64 queries x the subsampled keys, through the
 // prefill attention's tile kernel (kernels::qk_panels: the gathered keys transposed into panels
-// once per layer and KV head); never a matrix larger than that. When the subsampled keys are every key the forward's
-// queries see (one chunk covers the whole context after the sinks, or softmax=cache), the
-// forward's own log-sum-exp normalises: only the chunk's columns are computed, and the maximum is
-// kept as a log probability (max of logit - lse, one exp per slot at the end). Otherwise each row
+// once per layer and KV head); never a matrix larger than that. When the subsampled keys are every
+// key the forward's queries see (one chunk covers the whole context after the sinks, or
+// softmax=cache), the forward's own log-sum-exp normalises: only the chunk's columns are computed,
+// and the maximum is kept as a log probability (max of logit - lse, one exp per slot at the end).
+// Otherwise each row
 // gets its max and sum of exp over the subsampled keys. The per-slot maximum over a tile's rows:
 // kvzip_fold_max (press/math/kvzip_fold.h, AVX2). Extra memory while scoring: the probe's fork
 // (the repeat input's K/V, one chunk) + per thread one tile and one maximum per chunk slot + the
@@ -115,7 +116,7 @@ class RepeatObserver : public LayerObserver {
     const int64_t lds = (max_cols + kernels::kKeyPanel - 1) / kernels::kKeyPanel * kernels::kKeyPanel;
     // Tasks (KV head, query tile): the tile's queries of every head of the group stacked into one
     // matrix [G][nt][D] (row g * nt + i: head kvh * G + g, token t0 + i), so the gathered keys are
-    // packed by sgemm once per group; every row folds into the same per-KV-head maxima.
+    // read once per group; every row folds into the same per-KV-head maxima.
     struct Task {
       int kvh, t0;
     };
