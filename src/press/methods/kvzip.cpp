@@ -10,11 +10,10 @@
 // key the forward's queries see (one chunk covers the whole context after the sinks, or
 // softmax=cache), the forward's own log-sum-exp normalises: only the chunk's columns are computed,
 // and the maximum is kept as a log probability (max of logit - lse, one exp per slot at the end).
-// Otherwise each row
-// gets its max and sum of exp over the subsampled keys. The per-slot maximum over a tile's rows:
-// kvzip_fold_max (press/math/kvzip_fold.h, AVX2). Extra memory while scoring: the probe's fork
-// (the repeat input's K/V, one chunk) + per thread one tile and one maximum per chunk slot + the
-// gathered keys of one layer (sinks + chunk + repeat input).
+// Otherwise each row gets its max and sum of exp over the subsampled keys. The per-slot maximum
+// over a tile's rows: kvzip_fold_max (press/math/kvzip_fold.h, AVX2). Extra memory while scoring:
+// the probe's fork (the repeat input's K/V, one chunk) + per thread one tile and one maximum per
+// chunk slot + the gathered keys of one layer (sinks + chunk + repeat input).
 #include "press/methods/kvzip.h"
 
 #include <algorithm>
