@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <limits>
 
+#include "kernels/cpu/exp_coeffs.h"
+
 #include "kernels/cpu/impl.h"
 // clang-format off
 #include "kernels/cpu/avx512_begin.h"
@@ -52,36 +54,6 @@ struct Simd {
 #include "kernels/cpu/attn_rows_impl.h"
 #include "kernels/cpu/attn_tiles_impl.h"
 
-// exp_ps of simd_avx2.h over 16 lanes, operation for operation (Cody-Waite reduction, the Cephes
-// degree-6 polynomial, 2^n through the exponent bits), so each lane's value is the AVX2 table's.
-inline __m512 exp16(__m512 x) {
-  const __m512 lo = _mm512_set1_ps(-87.3f), hi = _mm512_set1_ps(88.3f);
-  const __mmask16 underflow = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
-  x = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-  return _mm512_maskz_mul_ps(static_cast<__mmask16>(~underflow), p, _mm512_castsi512_ps(e));
-}
-
-inline float hmax16(__m512 v) {
-  __m512 t = _mm512_max_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
-  t = _mm512_max_ps(t, _mm512_shuffle_f32x4(t, t, _MM_SHUFFLE(2, 3, 0, 1)));
-  __m128 s = _mm512_castps512_ps128(t);
-  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_max_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
 }  // namespace
 
 void qk_rows_f32(const float* Q, int nq, const float* K, int n, int D, float scale, float* out, int64_t ldo) {
@@ -121,29 +93,29 @@ float max_f32(const float* x, int64_t n) {
   }
   for (; i + 16 <= n; i += 16) m0 = _mm512_max_ps(m0, _mm512_loadu_ps(x + i));
   if (i < n) m1 = _mm512_max_ps(m1, _mm512_mask_loadu_ps(ninf, static_cast<__mmask16>((1u << (n - i)) - 1), x + i));
-  return hmax16(_mm512_max_ps(m0, m1));
+  return hmax_ps(_mm512_max_ps(m0, m1));
 }
 float exp_sub_sum(float* x, int64_t n, float sub) {
   const __m512 vs = _mm512_set1_ps(sub);
   __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
-    const __m512 e0 = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), vs));
-    const __m512 e1 = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i + 16), vs));
+    const __m512 e0 = exp_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i), vs));
+    const __m512 e1 = exp_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i + 16), vs));
     _mm512_storeu_ps(x + i, e0);
     _mm512_storeu_ps(x + i + 16, e1);
     s0 = _mm512_add_ps(s0, e0);
     s1 = _mm512_add_ps(s1, e1);
   }
   for (; i + 16 <= n; i += 16) {
-    const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), vs));
+    const __m512 e = exp_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i), vs));
     _mm512_storeu_ps(x + i, e);
     s0 = _mm512_add_ps(s0, e);
   }
   if (i < n) {
     const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
     const __m512 v = _mm512_mask_loadu_ps(_mm512_set1_ps(-std::numeric_limits<float>::infinity()), m, x + i);
-    const __m512 e = exp16(_mm512_sub_ps(v, vs));
+    const __m512 e = exp_ps(_mm512_sub_ps(v, vs));
     _mm512_mask_storeu_ps(x + i, m, e);
     s1 = _mm512_add_ps(s1, e);
   }

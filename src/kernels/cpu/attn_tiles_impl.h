@@ -8,7 +8,9 @@
 //    load per key vector and one broadcast of Q[r][d] per row (no horizontal sums);
 //  - pv: V rows are already the right operand: a micro-tile of RB rows x NC vectors of dims holds
 //    its accumulators across all n keys, each step one load per dim vector and one broadcast of
-//    P[r][j] per row.
+//    P[r][j] per row. (pv_tile has pv_rows_f32's contract; the decode's pv_block blocks at most
+//    4 queries and skips masked rows, which on the prefill's hundreds of rows runs 10-17% slower
+//    on the AVX2 table and 1-3% on the AVX-512 one, BM_PrefillAttention, 2026-11-28.)
 // (Single thread, 256 rows x 512 keys, this machine: qk 170-186 and pv 176-200 GFLOP/s with
 // AVX-512 against OpenBLAS's 93-98 (Haswell kernels) / 153-172 (Cooperlake) — BENCHMARKS.md.)
 //

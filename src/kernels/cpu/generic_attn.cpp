@@ -62,9 +62,8 @@ void pv_rows_q8_0(const float* P, int nq, int64_t ldp, const uint8_t* V, int n, 
   pv_rows(P, nq, ldp, reinterpret_cast<const block_q8_0*>(V), n, D, acc);
 }
 
-
 // Prefill tiles: the same products as plain loops (the innermost one, over a panel's 16 keys or
-// over D, is what the compiler vectorises).
+// over D, is what the compiler vectorises); pv_tile has pv_rows_f32's contract, and here its loop.
 void qk_panels(const float* Q, int rows, int D, const float* Kt, int n_panels, float* S, int64_t lds) {
   for (int r = 0; r < rows; ++r)
     for (int p = 0; p < n_panels; ++p) {
@@ -78,14 +77,7 @@ void qk_panels(const float* Q, int rows, int D, const float* Kt, int n_panels, f
     }
 }
 void pv_tile(const float* P, int rows, int64_t ldp, const float* V, int n, int D, float* O) {
-  for (int r = 0; r < rows; ++r) {
-    float* o = O + static_cast<int64_t>(r) * D;
-    for (int j = 0; j < n; ++j) {
-      const float p = P[r * ldp + j];
-      const float* v = V + static_cast<int64_t>(j) * D;
-      for (int d = 0; d < D; ++d) o[d] += p * v[d];
-    }
-  }
+  pv_rows(P, rows, ldp, V, n, D, O);
 }
 
 }  // namespace kvs::kernels::generic

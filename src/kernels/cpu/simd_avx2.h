@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cpu/exp_coeffs.h"
+
 namespace kvs::kernels::avx2 {
 namespace {
 
@@ -96,19 +98,20 @@ inline __m256i loadu256(const void* p) {
 // ln2) + degree-6 polynomial for exp(r) on |r| <= ln2/2 (Cephes expf coefficients), times 2^n
 // through the exponent bits. The one AVX2 exp: softmax, exp_sub_sum and silu_mul use it.
 inline __m256 exp_ps(__m256 x) {
-  const __m256 lo = _mm256_set1_ps(-87.3f), hi = _mm256_set1_ps(88.3f);
+  namespace c = exp_coeffs;
+  const __m256 lo = _mm256_set1_ps(c::kLo), hi = _mm256_set1_ps(c::kHi);
   const __m256 underflow = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
   x = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(c::kLog2e)),
                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(c::kLn2Hi), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(c::kLn2Lo), r);
+  __m256 p = _mm256_set1_ps(c::kP0);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c::kP1));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c::kP2));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c::kP3));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c::kP4));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c::kP5));
   p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
   const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
   return _mm256_andnot_ps(underflow, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/exp_coeffs.h"  // constants only
+
 namespace kvs::kernels::avx512 {
 namespace {
 
@@ -19,6 +21,38 @@ inline float reduce_ps(__m512 v) {
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
+}
+
+// Maximum of the 16 lanes.
+inline float hmax_ps(__m512 v) {
+  __m512 t = _mm512_max_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
+  t = _mm512_max_ps(t, _mm512_shuffle_f32x4(t, t, _MM_SHUFFLE(2, 3, 0, 1)));
+  __m128 s = _mm512_castps512_ps128(t);
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// exp_ps of simd_avx2.h over 16 lanes, operation for operation with the same constants
+// (exp_coeffs.h), so each lane's value is the AVX2 table's.
+inline __m512 exp_ps(__m512 x) {
+  namespace c = exp_coeffs;
+  const __m512 lo = _mm512_set1_ps(c::kLo), hi = _mm512_set1_ps(c::kHi);
+  const __mmask16 underflow = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
+  x = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
+  const __m512 n =
+      _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(c::kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(c::kLn2Hi), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(c::kLn2Lo), r);
+  __m512 p = _mm512_set1_ps(c::kP0);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c::kP1));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c::kP2));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c::kP3));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c::kP4));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c::kP5));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+  return _mm512_maskz_mul_ps(static_cast<__mmask16>(~underflow), p, _mm512_castsi512_ps(e));
 }
 
 // Four sums at once: {reduce(a), reduce(b), reduce(c), reduce(d)}.
