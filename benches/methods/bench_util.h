@@ -20,6 +20,16 @@ inline std::vector<int> env_ints(const char* name, std::vector<int> def) {
   return out;
 }
 
+// A comma-separated list of strings from the environment variable `name`, or `def` when unset.
+inline std::vector<std::string> env_strs(const char* name, std::vector<std::string> def) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return def;
+  std::vector<std::string> out;
+  std::stringstream ss(v);
+  for (std::string item; std::getline(ss, item, ',');) out.push_back(item);
+  return out;
+}
+
 // n token ids in [3, n_vocab) (the special ids at the bottom avoided), reproducible by seed.
 inline std::vector<int32_t> random_tokens(int n, int n_vocab, uint64_t seed) {
   std::mt19937_64 rng(seed);

@@ -8,7 +8,8 @@
 //       build/benches/kvs_method_bench --gtest_filter='KvzipCompactorBench.*'
 //
 // KVS_BENCH_THREADS=1 runs one thread (default 2); KVS_BENCH_KVZIP_ONLY=1 skips Compactor and
-// SnapKV. Besides wall seconds it prints the process CPU seconds of the prefill and of KVzip's
+// SnapKV; KVS_BENCH_KVZIP_PRECISION=f32,bf16 scores with each of KVzip's `precision` values in turn
+// (every round, on forks of the same prefill; default: auto), one table row each. Besides wall seconds it prints the process CPU seconds of the prefill and of KVzip's
 // scoring (less sensitive to other processes' load than wall time).
 //
 // Per context length (random tokens), round by round, interleaved so that load from other
@@ -38,6 +39,7 @@ namespace kvs {
 namespace {
 
 using bench::env_ints;
+using bench::env_strs;
 using bench::median;
 using bench::random_tokens;
 
@@ -71,9 +73,9 @@ struct MeasuringProbe : ModelProbe {
   std::vector<float> rope_table_mean(int l, int32_t f, int32_t c) const override {
     return inner.rope_table_mean(l, f, c);
   }
-  void probe_forward(const KvCache& c, std::span<const int32_t> t, LayerObserver& o) override {
+  void probe_forward(const KvCache& c, std::span<const int32_t> t, LayerObserver& o, bool bf16 = false) override {
     PoolSampler s(o, pool);
-    inner.probe_forward(c, t, s);
+    inner.probe_forward(c, t, s, bf16);
     peak = std::max(peak, s.peak);
   }
   void probe_forward_continue(const KvCache& c, std::span<const int32_t> t, LayerObserver& o) override {
@@ -120,7 +122,9 @@ TEST(KvzipCompactorBench, ScoringCostAndKvzipMemory) {
   std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (int C : env_ints("KVS_BENCH_CTX", {2048, 8192})) {
     const auto ctx = random_tokens(C, model->hp.n_vocab, 42 + C);
-    std::vector<double> tp, tkz, tcs, tcp, tsn, cp_pre, cp_kz;
+    const std::vector<std::string> precs = env_strs("KVS_BENCH_KVZIP_PRECISION", {"auto"});
+    std::vector<double> tp, tcs, tcp, tsn, cp_pre;
+    std::vector<std::vector<double>> tkz(precs.size()), cp_kz(precs.size());  // [precision][round]
     size_t full_bytes = 0, peak_extra = 0;
     for (int r = 0; r < rounds; ++r) {
       {  // plain prefill, then KVzip on a fork
@@ -131,17 +135,20 @@ TEST(KvzipCompactorBench, ScoringCostAndKvzipMemory) {
         tp.push_back(t.seconds());
         cp_pre.push_back(cpu_seconds() - c0);
         full_bytes = cache->bytes_held();
-        auto fork = cache->fork();
-        const size_t before = e.page_pool().bytes_in_use();
-        MeasuringProbe probe(e, ctx);
-        CompressRequest req;
-        req.keep = 0.25;
-        req.sinks = 4;
-        const double c1 = cpu_seconds();
-        const CompressResult res = compress(*fork, nullptr, make_press("kvzip"), req, shape, e.pool(), {&probe, nullptr});
-        cp_kz.push_back(cpu_seconds() - c1);
-        tkz.push_back(res.score_seconds);
-        peak_extra = std::max(peak_extra, probe.peak - before);
+        for (size_t pi = 0; pi < precs.size(); ++pi) {
+          auto fork = cache->fork();
+          const size_t before = e.page_pool().bytes_in_use();
+          MeasuringProbe probe(e, ctx);
+          CompressRequest req;
+          req.keep = 0.25;
+          req.sinks = 4;
+          const double c1 = cpu_seconds();
+          const CompressResult res = compress(*fork, nullptr, make_press("kvzip", {{"precision", precs[pi]}}), req, shape,
+                                              e.pool(), {&probe, nullptr});
+          cp_kz[pi].push_back(cpu_seconds() - c1);
+          tkz[pi].push_back(res.score_seconds);
+          peak_extra = std::max(peak_extra, probe.peak - before);
+        }
       }
       if (kvzip_only) {
         tcs.push_back(0);
@@ -169,7 +176,7 @@ TEST(KvzipCompactorBench, ScoringCostAndKvzipMemory) {
       const auto [snapkv_stats, snapkv_score] = press_cost("snapkv", 0, 0);  // for reference
       tsn.push_back(snapkv_stats + snapkv_score);
     }
-    const double p = median(tp), kz = median(tkz), cs = median(tcs), cp = median(tcp), sn = median(tsn);
+    const double p = median(tp), cs = median(tcs), cp = median(tcp), sn = median(tsn);
     // Scratch of the repeat pass's observer: per thread a 64 x (sinks + m + n_in) tile and the
     // queries; one layer's gathered keys (every KV head); per thread a max per chunk slot.
     const int m = std::min(C - 4, 2048);
@@ -178,11 +185,18 @@ TEST(KvzipCompactorBench, ScoringCostAndKvzipMemory) {
     const int cols = 4 + m + n_in;
     const double scratch = 4.0 * (e.pool().size() * (64.0 * cols + 64.0 * shape.head_dim + shape.n_head_kv * m) +
                                   shape.n_head_kv * static_cast<double>(cols) * shape.head_dim);
-    std::printf("| %d | %.2f s | %.2f s | %.2fx | %.3f + %.3f s | %.3fx | %.3fx | %s | %s (%.0f%%) | %s |\n", C, p, kz,
-                kz / p, cs, cp, (cs + cp) / p, sn / p, mib(static_cast<double>(full_bytes)).c_str(),
-                mib(static_cast<double>(peak_extra)).c_str(), 100.0 * peak_extra / full_bytes, mib(scratch).c_str());
-    std::printf("  CPU seconds (all threads): prefill %.2f s, KVzip scoring + selection %.2f s, ratio %.2fx\n",
-                median(cp_pre), median(cp_kz), median(cp_kz) / median(cp_pre));
+    for (size_t pi = 0; pi < precs.size(); ++pi) {
+      const double kz = median(tkz[pi]);
+      std::printf("| %d | %.2f s | %.2f s (precision=%s) | %.2fx | %.3f + %.3f s | %.3fx | %.3fx | %s | %s (%.0f%%) | %s |\n",
+                  C, p, kz, precs[pi].c_str(), kz / p, cs, cp, (cs + cp) / p, sn / p,
+                  mib(static_cast<double>(full_bytes)).c_str(), mib(static_cast<double>(peak_extra)).c_str(),
+                  100.0 * peak_extra / full_bytes, mib(scratch).c_str());
+      std::printf("  CPU seconds (all threads): prefill %.2f s, KVzip scoring + selection %.2f s, ratio %.2fx\n",
+                  median(cp_pre), median(cp_kz[pi]), median(cp_kz[pi]) / median(cp_pre));
+      std::printf("  rounds (prefill / scoring s):");
+      for (size_t r = 0; r < tp.size(); ++r) std::printf(" %.2f / %.2f", tp[r], tkz[pi][r]);
+      std::printf("\n");
+    }
     std::fflush(stdout);
   }
 }

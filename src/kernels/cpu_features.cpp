@@ -33,6 +33,11 @@ const CpuFeatures& cpu_features() {
       c.avx512bw = (b >> 30) & 1;
       c.avx512vl = (b >> 31) & 1;
       c.avx512vnni = (cx >> 11) & 1;
+      const unsigned max_sub = a;
+      if (max_sub >= 1) {
+        __asm__("cpuid" : "=a"(a), "=b"(b), "=c"(cx), "=d"(d) : "a"(7), "c"(1));
+        c.avx512bf16 = (a >> 5) & 1;  // leaf 7 subleaf 1 EAX bit 5
+      }
     }
     if (osxsave) {
       unsigned lo, hi;

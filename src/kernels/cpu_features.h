@@ -14,6 +14,8 @@ struct CpuFeatures {
   bool avx512dq = false;
   bool avx512vl = false;
   bool avx512vnni = false;
+  // AVX512_BF16 (VDPBF16PS): the BF16 attention tiles (ops.h, qk_panels_bf16) use it when present.
+  bool avx512bf16 = false;
   bool os_avx512 = false;
 };
 

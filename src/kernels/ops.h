@@ -91,6 +91,26 @@ void qk_panels(const float* Q, int rows, int D, const float* Kt, int n_panels, f
 // O[r * D + d] += sum_{j < n} P[r * ldp + j] * V[j * D + d]   for r < rows, d < D
 void pv_tile(const float* P, int rows, int64_t ldp, const float* V, int n, int D, float* O);
 
+// The same two products from operands rounded to BF16 (round to nearest even), accumulated in f32
+// (AttnShape::bf16_products: KVzip's scoring pass, whose official code runs the model in BF16).
+// D must be even. Keys: panels of 16 with the dims in pairs, Kt [ceil(n / 16)][D / 2][16][2]:
+// key j's dim d at Kt[(j / 16) * 16 * D + (d / 2) * 32 + (j % 16) * 2 + d % 2] (padding keys 0),
+// the same element count as pack_key_panels and the same offset for a first key j0 % 16 == 0.
+// Values in key pairs, Vp [ceil(n / 2)][D][2]: key j's dim d at Vp[(j / 2) * 2 * D + 2 * d + j % 2]
+// (odd n: the last pair's second key 0), offset j0 * D for an even first key j0.
+void pack_key_panels_bf16(const float* K, int n, int D, uint16_t* Kt);
+void pack_value_pairs_bf16(const float* V, int n, int D, uint16_t* Vp);
+// y[i] = x[i] rounded to BF16 (nearest even).
+void to_bf16(const float* x, uint16_t* y, int64_t n);
+// S[r * lds + j] = sum_d Q[r][d] K[j][d] over BF16 values, in f32; Q [rows][D] BF16.
+void qk_panels_bf16(const uint16_t* Q, int rows, int D, const uint16_t* Kt, int n_panels, float* S, int64_t lds);
+// O[r * D + d] += sum_{j < n} P[r * ldp + j] V[j][d] over BF16 values, in f32; P rows of BF16
+// (elements past n are not read).
+void pv_tile_bf16(const uint16_t* P, int rows, int64_t ldp, const uint16_t* Vp, int n, int D, float* O);
+// True when the active kernel table multiplies BF16 in hardware (AVX512_BF16); the BF16 tiles of
+// other tables are plain loops, correct but several times slower than the f32 ones.
+bool native_bf16();
+
 // ---- online-softmax pieces ------------------------------------------------------------------
 // x[i] = exp(x[i] - sub); returns the sum of the new x[i] (accumulated in float lanes). exp of
 // anything below about -87.3 (and of -inf) is 0; relative error ~2e-7 above that.

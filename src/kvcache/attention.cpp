@@ -264,16 +264,31 @@ void attention_prefill(const KvCache& c, int layer, const AttnShape& s, const fl
     L[kvh] = end - W[kvh];
     Lmax = std::max(Lmax, L[kvh]);
   }
-  // Keys as panels [Hkv][ceil(Lmax / 16)][D][16] (kernels::pack_key_panels), values as rows [Hkv][Lmax][D].
-  const size_t head_stride = static_cast<size_t>(Lmax) * D;
+  // Keys as panels [Hkv][ceil(Lmax / 16)][D][16] (kernels::pack_key_panels), values as rows [Hkv][Lmax][D];
+  // with BF16 products keys as BF16 panels of dim pairs and values as BF16 key pairs
+  // [Hkv][ceil(Lmax / 2)][D][2] (pack_key_panels_bf16 / pack_value_pairs_bf16; same offsets).
+  const bool bf16 = s.bf16_products && !s.f16_compat && D % 2 == 0;
+  const size_t head_stride = static_cast<size_t>(Lmax + 1) / 2 * 2 * D;
   const size_t kt_stride = kernels::key_panels_floats(Lmax, D);
-  scr.K.resize(std::max<size_t>(1, Hkv * kt_stride));
-  scr.V.resize(std::max<size_t>(1, Hkv * head_stride));
+  if (bf16) {
+    scr.Kb.resize(std::max<size_t>(1, Hkv * kt_stride));
+    scr.Vb.resize(std::max<size_t>(1, Hkv * head_stride));
+  } else {
+    scr.K.resize(std::max<size_t>(1, Hkv * kt_stride));
+    scr.V.resize(std::max<size_t>(1, Hkv * head_stride));
+  }
   pool.parallel_for(Hkv, [&](int64_t b, int64_t e) {
-    std::vector<float> rows(head_stride);  // one head's keys as rows, before the transposition
+    // One head's keys (and, for BF16, values) as f32 rows before their packing.
+    std::vector<float> rows(head_stride), vrows(bf16 ? head_stride : 0);
     for (int64_t kvh = b; kvh < e; ++kvh) {
-      c.gather(layer, static_cast<int>(kvh), W[kvh], W[kvh] + L[kvh], rows.data(), scr.V.data() + kvh * head_stride);
-      kernels::pack_key_panels(rows.data(), L[kvh], D, scr.K.data() + kvh * kt_stride);
+      if (bf16) {
+        c.gather(layer, static_cast<int>(kvh), W[kvh], W[kvh] + L[kvh], rows.data(), vrows.data());
+        kernels::pack_key_panels_bf16(rows.data(), L[kvh], D, scr.Kb.data() + kvh * kt_stride);
+        kernels::pack_value_pairs_bf16(vrows.data(), L[kvh], D, scr.Vb.data() + kvh * head_stride);
+      } else {
+        c.gather(layer, static_cast<int>(kvh), W[kvh], W[kvh] + L[kvh], rows.data(), scr.V.data() + kvh * head_stride);
+        kernels::pack_key_panels(rows.data(), L[kvh], D, scr.K.data() + kvh * kt_stride);
+      }
     }
   });
 
@@ -291,6 +306,10 @@ void attention_prefill(const KvCache& c, int layer, const AttnShape& s, const fl
   const size_t R = static_cast<size_t>(G) * bq;  // rows of a task's stacked matrix
   const size_t per = R * D * 2 + R * bk + 2 * R;
   for (int t = 0; t < nth; ++t) scr.per_thread[t].resize(per);
+  if (bf16) {
+    if (static_cast<int>(scr.per_thread16.size()) < nth) scr.per_thread16.resize(nth);
+    for (int t = 0; t < nth; ++t) scr.per_thread16[t].resize(R * D + R * bk);
+  }
 
   // Tasks from one counter, the query blocks that see the most keys (the last ones) first.
   std::atomic<int> next{0};
@@ -300,12 +319,16 @@ void attention_prefill(const KvCache& c, int layer, const AttnShape& s, const fl
     float* S = Ob + R * D;                   // [G][bq][bk] scores of a key block
     float* M = S + R * bk;                   // [G][bq] running max
     float* Ls = M + R;                       // [G][bq] running sum
+    uint16_t* Qh = bf16 ? scr.per_thread16[ith].data() : nullptr;  // [G][bq][D] Qb in BF16
+    uint16_t* Ph = bf16 ? Qh + R * D : nullptr;                     // [G][bq][bk] probabilities in BF16
     for (int task; (task = next.fetch_add(1, std::memory_order_relaxed)) < n_tasks;) {
       const int kvh = task % Hkv, qb = n_qb - 1 - task / Hkv;
       const int t0 = qb * bq, t1 = std::min(n_tok, t0 + bq), nb = t1 - t0, rows = G * nb;
       const HeadCache& h = c.head(layer, kvh);
-      const float* Kh = scr.K.data() + kvh * kt_stride;  // panels
-      const float* Vh = scr.V.data() + kvh * head_stride;
+      const float* Kh = bf16 ? nullptr : scr.K.data() + kvh * kt_stride;  // panels
+      const float* Vh = bf16 ? nullptr : scr.V.data() + kvh * head_stride;
+      const uint16_t* Khb = bf16 ? scr.Kb.data() + kvh * kt_stride : nullptr;
+      const uint16_t* Vhb = bf16 ? scr.Vb.data() + kvh * head_stride : nullptr;
       // Row r = g * nb + i: query head kvh * G + g of token t0 + i.
       for (int g = 0; g < G; ++g)
         for (int i = 0; i < nb; ++i) {
@@ -314,6 +337,9 @@ void attention_prefill(const KvCache& c, int layer, const AttnShape& s, const fl
           // Compat mode scales the product, as ggml does, not the query.
           for (int d = 0; d < D; ++d) dst[d] = s.f16_compat ? round_f16(src[d]) : src[d] * s.scale;
         }
+      // BF16 products: the scaled queries rounded once per task (for D = 64 the scale is a power
+      // of two, so this is the rounded query times the scale; for D = 128 it rounds q / sqrt(D)).
+      if (bf16) kernels::to_bf16(Qb, Qh, static_cast<int64_t>(rows) * D);
       std::fill(M, M + rows, kNegInf);
       std::fill(Ls, Ls + rows, 0.0f);
       std::fill(Ob, Ob + static_cast<size_t>(rows) * D, 0.0f);
@@ -328,8 +354,11 @@ void attention_prefill(const KvCache& c, int layer, const AttnShape& s, const fl
       // query's window, so the mask hides them (k0 < kall).
       for (int32_t k0 = kbeg / kernels::kKeyPanel * kernels::kKeyPanel; k0 < kend; k0 += bk) {
         const int32_t nk = std::min<int32_t>(bk, kend - k0);
-        kernels::qk_panels(Qb, rows, D, Kh + static_cast<size_t>(k0) * D, (nk + kernels::kKeyPanel - 1) / kernels::kKeyPanel,
-                           S, bk);
+        const int np = (nk + kernels::kKeyPanel - 1) / kernels::kKeyPanel;
+        if (bf16)
+          kernels::qk_panels_bf16(Qh, rows, D, Khb + static_cast<size_t>(k0) * D, np, S, bk);
+        else
+          kernels::qk_panels(Qb, rows, D, Kh + static_cast<size_t>(k0) * D, np, S, bk);
         const bool needs_mask = k0 + nk > kfull || k0 < kall;
         for (int r = 0; r < rows; ++r) {
           float* row = S + static_cast<size_t>(r) * bk;
@@ -359,7 +388,13 @@ void attention_prefill(const KvCache& c, int layer, const AttnShape& s, const fl
           Ls[r] = Ls[r] * alpha + kernels::exp_sub_sum(row, nk, mnew);
           M[r] = mnew;
         }
-        kernels::pv_tile(S, rows, bk, Vh + static_cast<size_t>(k0) * D, nk, D, Ob);
+        if (bf16) {  // the normaliser Ls sums the f32 probabilities; P.V takes them rounded
+          for (int r = 0; r < rows; ++r)
+            kernels::to_bf16(S + static_cast<size_t>(r) * bk, Ph + static_cast<size_t>(r) * bk, nk);
+          kernels::pv_tile_bf16(Ph, rows, bk, Vhb + static_cast<size_t>(k0) * D, nk, D, Ob);
+        } else {
+          kernels::pv_tile(S, rows, bk, Vh + static_cast<size_t>(k0) * D, nk, D, Ob);
+        }
       }
       for (int r = 0; r < rows; ++r) {
         const int g = r / nb, i = r % nb;

@@ -34,6 +34,12 @@ struct AttnShape {
   // as llama.cpp's CPU attention does with its default F16 KV cache. Off by default (F32 is more
   // accurate); used to compare logits with llama.cpp references to their print precision.
   bool f16_compat = false;
+  // BF16 products in the prefill path: Q.K^T and P.V from operands rounded to BF16 (nearest even),
+  // accumulated in f32; the softmax and its normaliser stay f32. For passes whose outputs only
+  // feed scores (KVzip's repeat pass: its official code runs the model in BF16); twice the
+  // products per instruction on CPUs with AVX512_BF16 (kernels::native_bf16), plain loops on
+  // others. Ignored with f16_compat and by the decode path.
+  bool bf16_products = false;
   // Gemma 2: attention logits soft-capped, s -> softcap * tanh(s / softcap) after the scale; 0 = off.
   float softcap = 0;
   // Sliding-window layers: a query at position p sees keys at positions (p - n_swa, p] on a local
@@ -52,6 +58,8 @@ struct AttnShape {
 struct AttnScratch {
   std::vector<AlignedBuffer<float>> per_thread;  // [threads] work buffers
   AlignedBuffer<float> K, V;                     // gathered keys/values (prefill)
+  AlignedBuffer<uint16_t> Kb, Vb;                // idem in BF16 (prefill with bf16_products)
+  std::vector<AlignedBuffer<uint16_t>> per_thread16;  // [threads] BF16 queries and probabilities
   AlignedBuffer<float> partial;                  // decode partial results
 };
 

@@ -43,8 +43,11 @@ class ModelProbe {
   // ---- probe forwards ----------------------------------------------------------------------
   // Runs `tokens` after everything `cache` holds (positions cache.n_past() ...) on a
   // copy-on-write fork, showing `observer` every layer; the fork and the pages it allocated are
-  // released before returning. The probe's K/V never reach `cache`.
-  virtual void probe_forward(const KvCache& cache, std::span<const int32_t> tokens, LayerObserver& observer) = 0;
+  // released before returning. The probe's K/V never reach `cache`. bf16_attention: the pass's
+  // prefill attention computes its products in BF16 (ForwardHooks::bf16_attention), for a probe
+  // whose outputs only feed the observer's scores.
+  virtual void probe_forward(const KvCache& cache, std::span<const int32_t> tokens, LayerObserver& observer,
+                             bool bf16_attention = false) = 0;
   // Same, but the fork is kept between calls: tokens are appended after those of the previous
   // call with the same session (a chunked probe whose later chunks see the earlier ones).
   // Call end_probe_session() to release it.

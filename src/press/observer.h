@@ -66,6 +66,9 @@ struct ForwardHooks {
   // Receives, for Logits::All, the input index of every logits row returned (rows dropped by the
   // selector have none), appended chunk after chunk.
   std::vector<int32_t>* logits_rows = nullptr;
+  // The prefill attention's products in BF16 (AttnShape::bf16_products) for this pass: a probe
+  // whose outputs only feed an observer's scores (KVzip's repeat pass, precision=bf16).
+  bool bf16_attention = false;
 };
 
 }  // namespace kvs

@@ -88,7 +88,8 @@ std::vector<float> Engine::forward_at(KvCache& cache, std::span<const int32_t> t
   std::vector<float> logits;
   if (mode == Logits::All) logits.resize(static_cast<size_t>(n) * V);
   if (mode == Logits::Last && n > 0) logits.resize(static_cast<size_t>(V));
-  const arch::Runtime rt = runtime();
+  arch::Runtime rt = runtime();
+  rt.shape.bf16_products = hooks.bf16_attention;
   if (hooks.rows && n > 0) {
     // A row selector sees the whole prefill before each layer: layer-major over n_batch chunks.
     const arch::LogitsRows m = mode == Logits::All ? arch::LogitsRows::All

@@ -43,9 +43,13 @@ std::vector<float> EngineProbe::rope_table_mean(int layer, int32_t first, int32_
   return t;
 }
 
-void EngineProbe::probe_forward(const KvCache& cache, std::span<const int32_t> tokens, LayerObserver& observer) {
+void EngineProbe::probe_forward(const KvCache& cache, std::span<const int32_t> tokens, LayerObserver& observer,
+                                bool bf16_attention) {
   std::unique_ptr<KvCache> fork = cache.fork();
-  engine_.forward(*fork, tokens, Logits::None, &observer);
+  ForwardHooks hooks;
+  hooks.observer = &observer;
+  hooks.bf16_attention = bf16_attention;
+  engine_.forward(*fork, tokens, Logits::None, hooks);
 }  // the fork's pages are released here
 
 void EngineProbe::probe_forward_continue(const KvCache& cache, std::span<const int32_t> tokens,

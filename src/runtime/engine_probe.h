@@ -26,7 +26,8 @@ class EngineProbe : public ModelProbe {
                                   float* out) override;
   std::vector<float> rope_table(int layer, std::span<const int32_t> pos) const override;
   std::vector<float> rope_table_mean(int layer, int32_t first, int32_t count) const override;
-  void probe_forward(const KvCache& cache, std::span<const int32_t> tokens, LayerObserver& observer) override;
+  void probe_forward(const KvCache& cache, std::span<const int32_t> tokens, LayerObserver& observer,
+                     bool bf16_attention = false) override;
   void probe_forward_continue(const KvCache& cache, std::span<const int32_t> tokens, LayerObserver& observer) override;
   void end_probe_session() override;
   std::span<const int32_t> context_tokens() const override { return context_; }

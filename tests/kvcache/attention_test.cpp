@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <random>
 
+#include "core/fp16.h"
 #include "kvcache/attention.h"
 
 namespace kvs {
@@ -243,5 +245,87 @@ TEST(Attention, BatchOfSequencesMatchesBruteForceAndSingleCalls) {
   for (int threads : {1, 2, 3}) check_batch(threads, 0);
   check_batch(2, 100);  // a sliding-window layer
 }
+
+namespace {
+
+// BF16 products (AttnShape::bf16_products, KVzip's repeat pass) against a brute force of their
+// definition written here: logits from bf16(q * scale) . bf16(k), probabilities exp(logit - max) in
+// f32 whose sum normalises, the product with V from bf16(p) . bf16(v). Head dims 64 and 128 (whose
+// scale is not a power of two), 2 and 4 KV heads, a compressed cache. The prefill path must follow
+// the rounded definition (within the online softmax's re-rounding), and differ from f32 attention
+// by more than that: evidence the BF16 products ran.
+float bf(float x) { return bf16_to_fp32(fp32_to_bf16(x)); }
+
+std::vector<double> brute_force_bf16(const Setup& st, const std::vector<float>& q, const std::vector<int32_t>& qpos) {
+  const int H = st.s.n_head, Hkv = st.s.n_head_kv, D = st.s.head_dim, G = H / Hkv;
+  const int T = static_cast<int>(qpos.size());
+  std::vector<double> out(static_cast<size_t>(T) * H * D, 0.0);
+  std::vector<float> k(static_cast<size_t>(D)), v(static_cast<size_t>(D));
+  for (int t = 0; t < T; ++t)
+    for (int qh = 0; qh < H; ++qh) {
+      const HeadCache& h = st.cache->head(0, qh / G);
+      std::vector<double> logit;
+      std::vector<int32_t> slot;
+      for (int32_t j = 0; j < h.len(); ++j) {
+        if (h.pos[static_cast<size_t>(j)] > qpos[t]) continue;
+        st.cache->read_k(0, qh / G, j, k.data());
+        double d = 0;
+        for (int i = 0; i < D; ++i)
+          d += static_cast<double>(bf(q[(static_cast<size_t>(t) * H + qh) * D + i] * st.s.scale)) * bf(k[i]);
+        logit.push_back(d);
+        slot.push_back(j);
+      }
+      const double m = *std::max_element(logit.begin(), logit.end());
+      double z = 0;
+      for (double& x : logit) z += (x = std::exp(x - m));
+      for (size_t j = 0; j < slot.size(); ++j) {
+        st.cache->read_v(0, qh / G, slot[j], v.data());
+        const double p = bf(static_cast<float>(logit[j]));
+        for (int i = 0; i < D; ++i) out[(static_cast<size_t>(t) * H + qh) * D + i] += p * bf(v[i]) / z;
+      }
+    }
+  return out;
+}
+
+TEST(Attention, Bf16ProductsFollowTheirDefinition) {
+  for (int D : {64, 128})
+    for (int Hkv : {2, 4}) {
+      auto st = make(DType::F32, 1200, true, 4242 + D + Hkv, 3 * Hkv, Hkv, D);
+      std::vector<float> q;
+      std::vector<int32_t> qpos;
+      append_queries(st, 70, q, qpos, 99 + D);
+      ThreadPool pool(2);
+      AttnScratch scr;
+      std::vector<float> out(q.size()), out32(q.size());
+      attention(*st.cache, 0, st.s, q.data(), qpos.data(), 70, out32.data(), nullptr, pool, scr);
+      AttnShape s16 = st.s;
+      s16.bf16_products = true;
+      attention(*st.cache, 0, s16, q.data(), qpos.data(), 70, out.data(), nullptr, pool, scr);
+      const std::vector<double> want = brute_force_bf16(st, q, qpos);
+      // A probability near a BF16 rounding boundary may round the other way here than in the
+      // brute force (f32 exp vs double, the online softmax's running max): one element off by
+      // 2^-8 relative, so single outputs may differ by up to 2^-8 max|v|; on average they must sit
+      // on the definition, an order of magnitude closer than to f32 attention.
+      double err = 0, dev = 0, worst = 0, vmax = 0;  // mean |out - definition|, mean |out - f32|, worst
+      for (size_t i = 0; i < out.size(); ++i) {
+        err += std::fabs(out[i] - want[i]) / out.size();
+        dev += std::fabs(out[i] - out32[i]) / out.size();
+        worst = std::max(worst, std::fabs(out[i] - want[i]));
+      }
+      for (int h = 0; h < Hkv; ++h) {
+        std::vector<float> v(static_cast<size_t>(D));
+        for (int32_t j = 0; j < st.cache->head(0, h).len(); ++j) {
+          st.cache->read_v(0, h, j, v.data());
+          for (float x : v) vmax = std::max(vmax, static_cast<double>(std::fabs(x)));
+        }
+      }
+      EXPECT_LT(worst, 0x1p-8 * vmax) << "D=" << D << " Hkv=" << Hkv;
+      EXPECT_GT(dev, 10 * err) << "D=" << D << " Hkv=" << Hkv << ": BF16 output not closer to its definition than to f32";
+      EXPECT_LT(dev, 1e-2) << "D=" << D << " Hkv=" << Hkv;
+      std::printf("D=%d Hkv=%d: mean |bf16 - definition| %.2e (worst %.2e), mean |bf16 - f32| %.2e\n", D, Hkv, err, worst, dev);
+    }
+}
+
+}  // namespace
 
 }  // namespace kvs

@@ -39,7 +39,8 @@ struct FakeProbe : ModelProbe {
   std::vector<float> rope_table(int, std::span<const int32_t>) const override { return {}; }
   std::vector<float> rope_table_mean(int, int32_t, int32_t) const override { return {}; }
 
-  void probe_forward(const KvCache& cache, std::span<const int32_t> tokens, LayerObserver& obs) override {
+  void probe_forward(const KvCache& cache, std::span<const int32_t> tokens, LayerObserver& obs,
+                     bool = false) override {  // (its attention is the plain f32 one)
     auto fork = cache.fork();
     run(*fork, tokens, obs);
   }

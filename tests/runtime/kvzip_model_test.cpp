@@ -4,7 +4,10 @@
 // a quality target through make_compression_spec keeps r*.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <iterator>
 #include <cstdlib>
 
 #include "core/error.h"
@@ -126,6 +129,67 @@ TEST(KvzipModel, ScoresEqualTheBruteForceMaxChunkedAndUnchunked) {
     }
   }
   EXPECT_EQ(cache->total_slots(), ctx.size() * cache->layout().n_heads_total());  // the probe's K/V are gone
+}
+
+// precision=bf16: the repeat pass's attention products (its forward and the scores) from BF16
+// operands. The scores stay close to the f32 brute force above (BF16 keeps 8 significant bits;
+// the official code runs the whole model in BF16) and rank the slots nearly alike: the slots a
+// keep ratio of 0.3 of every head would keep by the f32 brute force and by the BF16 scores
+// overlap by >= 90%. And they are not the f32 scores (the option reached the kernels).
+TEST(KvzipModel, Bf16ScoresStayCloseToTheF32BruteForce) {
+  auto model = Model::load(test::stories_gguf());
+  EngineParams ep;
+  ep.n_threads = 2;
+  Engine e(*model, ep);
+  const auto ctx = model->tokenizer->encode(kStory, true, false);
+  auto cache = e.new_cache();
+  e.forward(*cache, ctx, Logits::None);
+  EngineProbe probe(e, ctx);
+  KvzipOptions o;
+  o.chunk = 23;
+  CompressRequest r;
+  r.sinks = 4;
+  const AttnShape shape = e.attn_shape();
+  const PressEnv env{*cache, shape, nullptr, e.pool(), r, &probe, nullptr};
+  const Scores f32 = kvzip_pair_scores(env, o);
+  o.bf16 = true;
+  const Scores b16 = kvzip_pair_scores(env, o);
+  const auto want = brute_force(e, *cache, probe, ctx, o, 4);
+  const KvLayout& l = cache->layout();
+  const int32_t n = cache->n_past();
+  double worst = 0, mean = 0, differs = 0;
+  size_t kept_both = 0, kept = 0, n_scores = 0;
+  for (int i = 0; i < l.n_heads_total(); ++i) {
+    for (int32_t s = 4; s < n; ++s) {
+      const double rel = std::abs(b16.s[i][s] - want[i][s]) / (1e-3 + want[i][s]);
+      worst = std::max(worst, rel);
+      mean += rel;
+      ++n_scores;
+      differs = std::max(differs, static_cast<double>(std::abs(b16.s[i][s] - f32.s[i][s])));
+    }
+    auto top = [&](auto score) {
+      std::vector<int32_t> idx;
+      for (int32_t s = 4; s < n; ++s) idx.push_back(s);
+      std::stable_sort(idx.begin(), idx.end(), [&](int32_t a, int32_t b) { return score(a) > score(b); });
+      idx.resize(static_cast<size_t>(0.3 * (n - 4)));
+      std::sort(idx.begin(), idx.end());
+      return idx;
+    };
+    const auto a = top([&](int32_t s) { return want[i][s]; });
+    const auto b = top([&](int32_t s) { return static_cast<double>(b16.s[i][s]); });
+    std::vector<int32_t> both;
+    std::set_intersection(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(both));
+    kept_both += both.size();
+    kept += a.size();
+  }
+  const double overlap = static_cast<double>(kept_both) / static_cast<double>(kept);
+  mean /= static_cast<double>(n_scores);
+  std::printf("bf16 scores: relative deviation from the f32 brute force mean %.4f worst %.4f, keep-0.3 overlap "
+              "%.4f, largest difference from f32 scores %.2e\n", mean, worst, overlap, differs);
+  EXPECT_LT(mean, 0.02);
+  EXPECT_LT(worst, 0.25);
+  EXPECT_GE(overlap, 0.9);
+  EXPECT_GT(differs, 0.0);
 }
 
 TEST(KvzipModel, CompressesThroughThePipeline) {

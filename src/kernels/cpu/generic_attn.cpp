@@ -80,4 +80,38 @@ void pv_tile(const float* P, int rows, int64_t ldp, const float* V, int n, int D
   pv_rows(P, rows, ldp, V, n, D, O);
 }
 
+
+// BF16 tiles (ops.h): the same loops over BF16 values widened to f32 (exact), so each product is
+// exact and only the f32 sums round — what VDPBF16PS computes, up to its summation order. The
+// reference the AVX512_BF16 kernels are tested against, and the fallback on other CPUs.
+namespace {
+inline float bf(uint16_t h) { return bf16_to_fp32(h); }
+}  // namespace
+
+void qk_panels_bf16(const uint16_t* Q, int rows, int D, const uint16_t* Kt, int n_panels, float* S, int64_t lds) {
+  for (int r = 0; r < rows; ++r)
+    for (int p = 0; p < n_panels; ++p) {
+      float acc[kKeyPanel] = {};
+      const uint16_t* kt = Kt + static_cast<int64_t>(p) * D * kKeyPanel;  // [D / 2][16][2]
+      for (int d = 0; d < D; ++d) {
+        const float q = bf(Q[static_cast<int64_t>(r) * D + d]);
+        for (int l = 0; l < kKeyPanel; ++l) acc[l] += q * bf(kt[(d / 2) * 2 * kKeyPanel + l * 2 + d % 2]);
+      }
+      for (int l = 0; l < kKeyPanel; ++l) S[r * lds + p * kKeyPanel + l] = acc[l];
+    }
+}
+void to_bf16(const float* x, uint16_t* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = fp32_to_bf16(x[i]);
+}
+void pv_tile_bf16(const uint16_t* P, int rows, int64_t ldp, const uint16_t* Vp, int n, int D, float* O) {
+  for (int r = 0; r < rows; ++r) {
+    float* o = O + static_cast<int64_t>(r) * D;
+    for (int j = 0; j < n; ++j) {
+      const float p = bf(P[r * ldp + j]);
+      const uint16_t* v = Vp + static_cast<int64_t>(j / 2) * 2 * D + j % 2;  // dim d at v[2 d]
+      for (int d = 0; d < D; ++d) o[d] += p * bf(v[2 * d]);
+    }
+  }
+}
+
 }  // namespace kvs::kernels::generic

@@ -112,6 +112,21 @@ namespace kvs::kernels::avx2 {
 KVS_KERNEL_SET_DECLS
 }  // namespace kvs::kernels::avx2
 
+// The BF16 attention tiles (ops.h): the portable loops (generic_attn.cpp, every table's unless the
+// CPU has AVX512_BF16) and the AVX512_BF16 kernels (attn_bf16_avx512.cpp).
+#define KVS_BF16_TILE_DECLS                                                                               \
+  void qk_panels_bf16(const uint16_t* Q, int rows, int D, const uint16_t* Kt, int n_panels, float* S,   \
+                      int64_t lds);                                                                     \
+  void pv_tile_bf16(const uint16_t* P, int rows, int64_t ldp, const uint16_t* Vp, int n, int D, float* O); \
+  void to_bf16(const float* x, uint16_t* y, int64_t n);
+namespace kvs::kernels::generic {
+KVS_BF16_TILE_DECLS
+}  // namespace kvs::kernels::generic
+namespace kvs::kernels::avx512bf16 {
+KVS_BF16_TILE_DECLS
+}  // namespace kvs::kernels::avx512bf16
+#undef KVS_BF16_TILE_DECLS
+
 #undef KVS_KERNEL_SET_DECLS
 
 // AVX-512 (F, BW, DQ, VL, VNNI) implementations (*_avx512.cpp): the weight-row dots and dot tiles

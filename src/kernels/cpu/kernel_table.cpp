@@ -55,6 +55,9 @@ namespace {
     k.max_f32 = ns::max_f32;                                                                     \
     k.qk_panels = ns::qk_panels;                                                                 \
     k.pv_tile = ns::pv_tile;                                                                     \
+    k.qk_panels_bf16 = generic::qk_panels_bf16;                                                  \
+    k.pv_tile_bf16 = generic::pv_tile_bf16;                                                      \
+    k.to_bf16 = generic::to_bf16;                                                                \
   } while (0)
 #define KVS_FILL_TYPE(k, ns, t) \
   (k.dequant_##t = ns::dequant_##t, k.dot_##t = ns::dot_##t, k.tile_##t = ns::tile_##t)
@@ -119,6 +122,12 @@ KernelTable make_avx512() {
   k.pv_tile = avx512::pv_tile;
   k.exp_sub_sum = avx512::exp_sub_sum;
   k.max_f32 = avx512::max_f32;
+  if (cpu_features().avx512bf16) {  // Zen 4+, Cooper Lake, Sapphire Rapids+
+    k.qk_panels_bf16 = avx512bf16::qk_panels_bf16;
+    k.pv_tile_bf16 = avx512bf16::pv_tile_bf16;
+    k.to_bf16 = avx512bf16::to_bf16;
+    k.native_bf16 = true;
+  }
   return k;
 }
 

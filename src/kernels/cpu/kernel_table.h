@@ -86,6 +86,12 @@ struct KernelTable {
   // Prefill attention tiles (semantics in ops.h).
   void (*qk_panels)(const float* Q, int rows, int D, const float* Kt, int n_panels, float* S, int64_t lds);
   void (*pv_tile)(const float* P, int rows, int64_t ldp, const float* V, int n, int D, float* O);
+  // Their BF16 forms (ops.h); native_bf16: computed by AVX512_BF16 instructions (the AVX-512 table
+  // on a CPU that has them), not the portable loops.
+  void (*qk_panels_bf16)(const uint16_t* Q, int rows, int D, const uint16_t* Kt, int n_panels, float* S, int64_t lds);
+  void (*pv_tile_bf16)(const uint16_t* P, int rows, int64_t ldp, const uint16_t* Vp, int n, int D, float* O);
+  void (*to_bf16)(const float* x, uint16_t* y, int64_t n);
+  bool native_bf16 = false;
 
   // The dot tiles run prefill-sized batches faster than dequantise + an AVX2-class sgemm (see
   // default_decode_max_tok in matmul_internal.h); set for the AVX-512 table.

@@ -14,6 +14,10 @@
 // over a tile's rows: kvzip_fold_max (press/math/kvzip_fold.h, AVX2). Extra memory while scoring:
 // the probe's fork (the repeat input's K/V, one chunk) + per thread one tile and one maximum per
 // chunk slot + the gathered keys of one layer (sinks + chunk + repeat input).
+// precision=bf16 (KvzipOptions::bf16; default where the CPU has AVX512_BF16): the probe forward's
+// prefill attention and these tiles take their products from BF16 operands (the official code runs
+// the model in BF16; docs/methods/kvzip.md) — the keys packed by pack_key_panels_bf16, the
+// queries rounded per tile, qk_panels_bf16.
 #include "press/methods/kvzip.h"
 
 #include <algorithm>
@@ -62,8 +66,9 @@ std::pair<std::vector<int32_t>, std::vector<int32_t>> encode_chat(ModelProbe& pr
 class RepeatObserver : public LayerObserver {
  public:
   RepeatObserver(const PressEnv& env, int32_t n_orig, int32_t sinks, int32_t p0, int32_t p1, bool softmax_cache,
-                 Scores& out)
-      : env_(env), n_orig_(n_orig), sinks_(sinks), p0_(p0), p1_(p1), softmax_cache_(softmax_cache), out_(out) {}
+                 bool bf16, Scores& out)
+      : env_(env), n_orig_(n_orig), sinks_(sinks), p0_(p0), p1_(p1), softmax_cache_(softmax_cache), bf16_(bf16),
+        out_(out) {}
 
   void on_layer(const LayerView& v) override {
     const KvCache& c = *v.cache;  // the probe's fork: the original slots, then the repeat input's
@@ -79,6 +84,7 @@ class RepeatObserver : public LayerObserver {
     struct HeadKeys {
       int32_t a = 0, b = 0, m = 0, r0 = 0, nrep = 0;
       std::vector<float> K;         // [ceil((a + m + nrep) / 16)][D][16] keys as panels (kernels::pack_key_panels)
+      std::vector<uint16_t> Kb;     // idem in BF16, dims in pairs (pack_key_panels_bf16), when bf16_
       std::vector<int32_t> reppos;  // [nrep] positions of the repeat keys
     };
     std::vector<HeadKeys> hk(static_cast<size_t>(Hkv));
@@ -101,8 +107,13 @@ class RepeatObserver : public LayerObserver {
         c.gather(v.layer, static_cast<int>(kvh), h.b, h.b + h.m, rows.data() + static_cast<size_t>(h.a) * D, nullptr);
         c.gather(v.layer, static_cast<int>(kvh), h.r0, h.r0 + h.nrep, rows.data() + static_cast<size_t>(h.a + h.m) * D,
                  nullptr);
-        h.K.resize(kernels::key_panels_floats(nk, D));
-        kernels::pack_key_panels(rows.data(), nk, D, h.K.data());
+        if (bf16_) {
+          h.Kb.resize(kernels::key_panels_floats(nk, D));
+          kernels::pack_key_panels_bf16(rows.data(), nk, D, h.Kb.data());
+        } else {
+          h.K.resize(kernels::key_panels_floats(nk, D));
+          kernels::pack_key_panels(rows.data(), nk, D, h.K.data());
+        }
         h.reppos.assign(pos.begin() + h.r0, pos.begin() + h.r0 + h.nrep);
       }
     });
@@ -133,6 +144,7 @@ class RepeatObserver : public LayerObserver {
         mine[static_cast<size_t>(kvh)].assign(static_cast<size_t>(hk[kvh].m), fwd_lse ? -kInf : 0.0f);
       const size_t R = static_cast<size_t>(G) * bq;  // rows of a stacked tile
       std::vector<float> Q(R * D), S(R * static_cast<size_t>(lds));
+      std::vector<uint16_t> Qh(bf16_ ? R * D : 0);  // [R][D] Q rounded to BF16
       std::vector<float> mul(R), sub(R);  // [R] per-row map
       for (size_t ti = static_cast<size_t>(ith); ti < tasks.size(); ti += static_cast<size_t>(n_threads)) {
         const Task& tk = tasks[ti];
@@ -150,8 +162,13 @@ class RepeatObserver : public LayerObserver {
         const int32_t nvis =
             static_cast<int32_t>(std::upper_bound(h.reppos.begin(), h.reppos.end(), tile_last) - h.reppos.begin());
         const int32_t ncols = h.a + h.m + nvis;
-        kernels::qk_panels(Q.data(), rows, D, h.K.data(), (ncols + kernels::kKeyPanel - 1) / kernels::kKeyPanel, S.data(),
-                           lds);
+        const int np = (ncols + kernels::kKeyPanel - 1) / kernels::kKeyPanel;
+        if (bf16_) {
+          kernels::to_bf16(Q.data(), Qh.data(), static_cast<int64_t>(rows) * D);
+          kernels::qk_panels_bf16(Qh.data(), rows, D, h.Kb.data(), np, S.data(), lds);
+        } else {
+          kernels::qk_panels(Q.data(), rows, D, h.K.data(), np, S.data(), lds);
+        }
         if (s.softcap > 0)  // Gemma 2's soft-capped logits, as the forward's attention
           for (int r = 0; r < rows; ++r)
             for (int32_t j = 0; j < ncols; ++j) S[r * lds + j] = s.logit(S[r * lds + j]);
@@ -196,7 +213,7 @@ class RepeatObserver : public LayerObserver {
  private:
   const PressEnv& env_;
   int32_t n_orig_, sinks_, p0_, p1_;
-  bool softmax_cache_;
+  bool softmax_cache_, bf16_;
   Scores& out_;
 };
 
@@ -241,8 +258,8 @@ Scores kvzip_pair_scores(const PressEnv& env, const KvzipOptions& opt) {
   for (int32_t p0 = sinks; p0 < n; p0 += opt.chunk) {
     const int32_t p1 = std::min(n, p0 + opt.chunk);
     const std::vector<int32_t> ids = kvzip_repeat_input(*env.probe, ctx, p0, p1, p0 == sinks, opt);
-    RepeatObserver obs(env, n, sinks, p0, p1, opt.softmax_cache, sc);
-    env.probe->probe_forward(c, ids, obs);
+    RepeatObserver obs(env, n, sinks, p0, p1, opt.softmax_cache, opt.bf16, sc);
+    env.probe->probe_forward(c, ids, obs, opt.bf16);
   }
   return sc;
 }
@@ -297,18 +314,25 @@ void add_kvzip_presses(std::vector<PressInfo>& presses) {
         {"chunk", T::Int, "2048", "m: context tokens per repeat chunk", 1, 1 << 20},
         {"softmax", T::String, "chunk",
          "chunk: softmax over sinks + the chunk's slots + the repeat input (the official code); cache: over every key"},
-        {"chat", T::String, "auto", "repeat prompt in the chat template: auto (when the model has one), yes, no"}},
+        {"chat", T::String, "auto", "repeat prompt in the chat template: auto (when the model has one), yes, no"},
+        {"precision", T::String, "auto",
+         "products of the repeat pass's attention: bf16 (the official code's precision, twice as fast with "
+         "AVX512_BF16), f32, or auto: bf16 where the CPU has AVX512_BF16, f32 elsewhere"}},
        4, 0, {}, "global", [](const Params& p) {
          const std::string& level = p.get_str("level");
          const std::string& sm = p.get_str("softmax");
          const std::string& chat = p.get_str("chat");
+         const std::string& prec = p.get_str("precision");
          if (level != "pair" && level != "head") fail("kvzip: level must be pair or head, got '{}'", level);
          if (sm != "chunk" && sm != "cache") fail("kvzip: softmax must be chunk or cache, got '{}'", sm);
          if (chat != "auto" && chat != "yes" && chat != "no") fail("kvzip: chat must be auto, yes or no, got '{}'", chat);
+         if (prec != "auto" && prec != "bf16" && prec != "f32")
+           fail("kvzip: precision must be auto, bf16 or f32, got '{}'", prec);
          KvzipOptions o;
          o.chunk = static_cast<int>(p.get_int("chunk"));
          o.softmax_cache = sm == "cache";
          o.chat = chat;
+         o.bf16 = prec == "bf16" || (prec == "auto" && kernels::native_bf16());
          Press press;
          press.name = "kvzip";
          if (level == "head")

@@ -57,6 +57,10 @@ struct KvzipOptions {
   bool softmax_cache = false;   // normalise over every key the query sees (not the official subsample)
   std::string chat = "auto";    // chat template around the repeat prompt: auto (if the model has one), yes, no
   int prev_tokens = 8;          // tokens of the previous chunk quoted by the continuation prompt
+  // The repeat pass's attention products (its forward and the scores) in BF16 (precision=bf16;
+  // the official code runs the model in BF16) instead of f32. Only the scores see it: the repeat
+  // pass's K/V are discarded.
+  bool bf16 = false;
 };
 
 // The repeat input of the chunk of context positions [p0, p1): prompt (+ chat header) + the

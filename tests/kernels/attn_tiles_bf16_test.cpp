@@ -1,0 +1,162 @@
+// The BF16 attention tiles (qk_panels_bf16 over pack_key_panels_bf16's layout, pv_tile_bf16 over
+// pack_value_pairs_bf16's, to_bf16) on every kernel table — the AVX512_BF16 kernels where the CPU
+// has them — against the scalar f32 row references (ref::qk_rows_f32 / pv_rows_f32) run on
+// operands rounded to BF16 one by one with core's fp32_to_bf16: products of BF16 values are exact
+// in f32, so only the summation order may differ. Shapes take every micro-tile and remainder
+// path (rows not a multiple of 6, keys not a multiple of 16 or 64, odd key counts, head dims
+// with dims past the last whole vector).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/fp16.h"
+#include "kernel_test_util.h"
+#include "kernels/cpu_features.h"
+#include "kernels/ops.h"
+#include "kernels/ref/ref.h"
+
+namespace kvs::kernels {
+namespace {
+
+using test::Path;
+
+class AttnTilesBf16 : public testing::TestWithParam<Path> {
+ protected:
+  void SetUp() override { KVS_SKIP_IF_NO_AVX2(GetParam()); }
+  const KernelTable& k() const { return test::table(GetParam()); }
+};
+
+std::vector<float> rounded(const std::vector<float>& x) {
+  std::vector<float> y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = bf16_to_fp32(fp32_to_bf16(x[i]));
+  return y;
+}
+std::vector<uint16_t> as_bf16(const std::vector<float>& x) {
+  std::vector<uint16_t> y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = fp32_to_bf16(x[i]);
+  return y;
+}
+
+// Round to nearest, ties to even, worked by hand: BF16 keeps 7 mantissa bits.
+TEST_P(AttnTilesBf16, ToBf16RoundsToNearestEven) {
+  const std::vector<float> x = {1.0f,
+                                1.0f + 0x1p-8f,         // halfway 1 | 1 + 2^-7: to even, 1
+                                1.0f + 3 * 0x1p-8f,     // halfway 1 + 2^-7 | 1 + 2^-6: to even, 1 + 2^-6
+                                1.0f + 0x1p-8f + 0x1p-20f,  // just above halfway: up
+                                -2.5f, 3.0e38f, 0.0f, -0.0f, 1e-3f,
+                                std::numeric_limits<float>::infinity(),
+                                1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f};  // 17: a masked tail
+  const std::vector<uint16_t> want = {0x3F80, 0x3F80, 0x3F82, 0x3F81, 0xC020, 0x7F62, 0x0000, 0x8000, 0x3A83,
+                                      0x7F80, 0x3F80, 0x4000, 0x4040, 0x4080, 0x40A0, 0x40C0, 0x40E0};
+  std::vector<uint16_t> got(x.size() + 1, 0xABCD);
+  k().to_bf16(x.data(), got.data(), static_cast<int64_t>(x.size()));
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(got[i], want[i]) << i << ": " << x[i];
+  EXPECT_EQ(got[x.size()], 0xABCD) << "wrote past n";
+  const auto r = test::randn(1000, 99);
+  std::vector<uint16_t> a(r.size());
+  k().to_bf16(r.data(), a.data(), static_cast<int64_t>(r.size()));
+  EXPECT_EQ(a, as_bf16(r));
+}
+
+// Layout by hand: 17 keys (a second, padded panel), key j = (j + 1) e_(j % D); query row r =
+// (r + 1)(1, ..., 1): S[r][j] = (r + 1)(j + 1), every value exact in BF16.
+TEST_P(AttnTilesBf16, QkPanelsKnownAnswer) {
+  constexpr int D = 8, n = 17, rows = 7, lds = 40;
+  std::vector<float> K(n * D, 0.0f), Q(rows * D);
+  for (int j = 0; j < n; ++j) K[j * D + j % D] = static_cast<float>(j + 1);
+  for (int r = 0; r < rows; ++r)
+    for (int d = 0; d < D; ++d) Q[r * D + d] = static_cast<float>(r + 1);
+  std::vector<uint16_t> Kt(key_panels_floats(n, D), 0xFFFF);
+  pack_key_panels_bf16(K.data(), n, D, Kt.data());
+  EXPECT_EQ(Kt[1 * 16 * D + 0 * 32 + 0 * 2 + 0], fp32_to_bf16(17.0f));  // key 16, dim 0: panel 1, pair 0, lane 0
+  EXPECT_EQ(Kt[0 * 16 * D + 1 * 32 + 3 * 2 + 1], fp32_to_bf16(4.0f));   // key 3, dim 3: pair 1, lane 3, odd
+  EXPECT_EQ(Kt[1 * 16 * D + 0 * 32 + 5 * 2 + 0], 0) << "padding key";
+  const auto Qb = as_bf16(Q);
+  std::vector<float> S(rows * lds, -1.0f);
+  k().qk_panels_bf16(Qb.data(), rows, D, Kt.data(), 2, S.data(), lds);
+  for (int r = 0; r < rows; ++r) {
+    for (int j = 0; j < n; ++j) EXPECT_EQ(S[r * lds + j], static_cast<float>((r + 1) * (j + 1))) << r << " " << j;
+    for (int j = n; j < 32; ++j) EXPECT_EQ(S[r * lds + j], 0.0f) << "padding key " << j;
+    for (int j = 32; j < lds; ++j) EXPECT_EQ(S[r * lds + j], -1.0f) << "past the panels " << j;
+  }
+}
+
+TEST_P(AttnTilesBf16, QkPanelsMatchReferenceOnRoundedOperands) {
+  for (int D : {8, 12, 32, 64, 80, 96, 128, 256}) {
+    for (int n : {1, 16, 17, 70, 130}) {
+      for (int rows : {1, 6, 7, 13, 40}) {
+        const uint32_t seed = static_cast<uint32_t>(D * 10000 + n * 100 + rows);
+        const auto Q = test::randn(static_cast<int64_t>(rows) * D, seed);
+        const auto K = test::randn(static_cast<int64_t>(n) * D, seed + 1);
+        std::vector<uint16_t> Kt(key_panels_floats(n, D));
+        pack_key_panels_bf16(K.data(), n, D, Kt.data());
+        const auto Qb = as_bf16(Q);
+        const int np = (n + 15) / 16, lds = np * 16 + 3;
+        std::vector<float> got(static_cast<size_t>(rows) * lds, -1.0f), want(got.size(), -1.0f);
+        k().qk_panels_bf16(Qb.data(), rows, D, Kt.data(), np, got.data(), lds);
+        const auto Qr = rounded(Q), Kr = rounded(K);
+        ref::qk_rows_f32(Qr.data(), rows, Kr.data(), n, D, 1.0f, want.data(), lds);
+        for (int r = 0; r < rows; ++r)
+          for (int j = 0; j < lds; ++j) {
+            const float w = j < n ? want[r * lds + j] : j < np * 16 ? 0.0f : -1.0f;
+            ASSERT_NEAR(got[r * lds + j], w, 2e-6f * D * (1 + std::abs(w)))
+                << "D=" << D << " n=" << n << " rows=" << rows << " r=" << r << " j=" << j;
+          }
+      }
+    }
+  }
+}
+
+TEST_P(AttnTilesBf16, PvTileMatchReferenceOnRoundedOperands) {
+  for (int D : {8, 12, 32, 64, 80, 96, 128, 256}) {
+    for (int n : {1, 2, 16, 17, 70, 71}) {
+      for (int rows : {1, 6, 7, 13, 40}) {
+        const uint32_t seed = static_cast<uint32_t>(7 + D * 10000 + n * 100 + rows);
+        const int ldp = n + 5;
+        auto P = test::randn(static_cast<int64_t>(rows) * ldp, seed);
+        for (auto& p : P) p = std::abs(p);
+        for (int r = 0; r < rows; r += 2) P[r * ldp] = 0.0f;  // masked probabilities are exact zeros
+        auto Pb = as_bf16(P);
+        // Elements past n must not be read: a NaN there would poison the sums.
+        for (int r = 0; r < rows; ++r) Pb[r * ldp + n] = 0x7FC0;
+        const auto V = test::randn(static_cast<int64_t>(n) * D, seed + 1);
+        std::vector<uint16_t> Vp(static_cast<size_t>((n + 1) / 2) * 2 * D, 0xFFFF);
+        pack_value_pairs_bf16(V.data(), n, D, Vp.data());
+        std::vector<float> got(static_cast<size_t>(rows) * D, 0.25f), want(got.size(), 0.25f);  // accumulates
+        k().pv_tile_bf16(Pb.data(), rows, ldp, Vp.data(), n, D, got.data());
+        const auto Pr = rounded(P), Vr = rounded(V);
+        ref::pv_rows_f32(Pr.data(), rows, ldp, Vr.data(), n, D, want.data());
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_NEAR(got[i], want[i], 2e-6f * n * (1 + std::abs(want[i])))
+              << "D=" << D << " n=" << n << " rows=" << rows << " i=" << i;
+      }
+    }
+  }
+}
+
+// Value pairs by hand: key j's dim d at (j / 2) * 2D + 2d + j % 2; odd n pads the last pair with 0.
+TEST(AttnTilesBf16Layout, ValuePairs) {
+  constexpr int D = 4, n = 3;
+  std::vector<float> V(n * D);
+  for (int j = 0; j < n; ++j)
+    for (int d = 0; d < D; ++d) V[j * D + d] = static_cast<float>(10 * j + d);
+  std::vector<uint16_t> Vp(2 * 2 * D, 0xFFFF);
+  pack_value_pairs_bf16(V.data(), n, D, Vp.data());
+  const std::vector<float> want = {0, 10, 1, 11, 2, 12, 3, 13, 20, 0, 21, 0, 22, 0, 23, 0};
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(bf16_to_fp32(Vp[i]), want[i]) << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, AttnTilesBf16, test::all_paths(), test::path_name);
+
+// The AVX-512 table multiplies BF16 in hardware exactly when the CPU has AVX512_BF16; the others never.
+TEST(AttnTilesBf16Front, NativeOnlyWithAvx512Bf16) {
+  EXPECT_FALSE(generic_kernels().native_bf16);
+  EXPECT_FALSE(avx2_kernels().native_bf16);
+  if (test::avx512_available()) EXPECT_EQ(avx512_kernels().native_bf16, cpu_features().avx512bf16);
+  EXPECT_EQ(native_bf16(), active_kernels().native_bf16);
+}
+
+}  // namespace
+}  // namespace kvs::kernels
