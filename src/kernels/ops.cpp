@@ -209,6 +209,9 @@ void qk_panels_bf16(const uint16_t* Q, int rows, int D, const uint16_t* Kt, int 
 void pv_tile_bf16(const uint16_t* P, int rows, int64_t ldp, const uint16_t* Vp, int n, int D, float* O) {
   active_kernels().pv_tile_bf16(P, rows, ldp, Vp, n, D, O);
 }
+float exp_sub_sum_bf16(const float* x, uint16_t* y, int64_t n, float sub) {
+  return active_kernels().exp_sub_sum_bf16(x, y, n, sub);
+}
 bool native_bf16() { return active_kernels().native_bf16; }
 void rope(float* x, int n_heads, int head_dim, int rot_dim, const float* cos_sin, RopeStyle style) {
   KVS_ASSERT(rot_dim % 2 == 0 && rot_dim <= head_dim && rot_dim >= 0);

@@ -107,6 +107,11 @@ void qk_panels_bf16(const uint16_t* Q, int rows, int D, const uint16_t* Kt, int 
 // O[r * D + d] += sum_{j < n} P[r * ldp + j] V[j][d] over BF16 values, in f32; P rows of BF16
 // (elements past n are not read).
 void pv_tile_bf16(const uint16_t* P, int rows, int64_t ldp, const uint16_t* Vp, int n, int D, float* O);
+// y[i] = exp(x[i] - sub) rounded to BF16 (0 below about -87.3 and for -inf); returns the sum of
+// the unrounded values (the softmax's normaliser, f32 lanes). The exp may be coarser than
+// exp_sub_sum's since its result is rounded to 8 bits: relative error below 1e-5 before rounding
+// (a value near a rounding boundary may round either way).
+float exp_sub_sum_bf16(const float* x, uint16_t* y, int64_t n, float sub);
 // True when the active kernel table multiplies BF16 in hardware (AVX512_BF16); the BF16 tiles of
 // other tables are plain loops, correct but several times slower than the f32 ones.
 bool native_bf16();

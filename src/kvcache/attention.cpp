@@ -376,6 +376,7 @@ void attention_prefill(const KvCache& c, int layer, const AttnShape& s, const fl
           const float mnew = std::max(M[r], bm);
           if (mnew == kNegInf) {  // nothing visible yet for this query
             std::fill(row, row + nk, 0.0f);
+            if (bf16) std::fill(Ph + static_cast<size_t>(r) * bk, Ph + static_cast<size_t>(r) * bk + nk, uint16_t{0});
             continue;
           }
           if (s.f16_compat) {  // one key block spans every visible key
@@ -385,12 +386,12 @@ void attention_prefill(const KvCache& c, int layer, const AttnShape& s, const fl
           }
           const float alpha = M[r] == kNegInf ? 0.0f : std::exp(M[r] - mnew);
           if (alpha != 1.0f) kernels::scale_f32(Ob + static_cast<size_t>(r) * D, alpha, D);
-          Ls[r] = Ls[r] * alpha + kernels::exp_sub_sum(row, nk, mnew);
+          // BF16: the normaliser Ls sums the f32 probabilities; P.V takes them rounded (Ph).
+          Ls[r] = Ls[r] * alpha + (bf16 ? kernels::exp_sub_sum_bf16(row, Ph + static_cast<size_t>(r) * bk, nk, mnew)
+                                        : kernels::exp_sub_sum(row, nk, mnew));
           M[r] = mnew;
         }
-        if (bf16) {  // the normaliser Ls sums the f32 probabilities; P.V takes them rounded
-          for (int r = 0; r < rows; ++r)
-            kernels::to_bf16(S + static_cast<size_t>(r) * bk, Ph + static_cast<size_t>(r) * bk, nk);
+        if (bf16) {
           kernels::pv_tile_bf16(Ph, rows, bk, Vhb + static_cast<size_t>(k0) * D, nk, D, Ob);
         } else {
           kernels::pv_tile(S, rows, bk, Vh + static_cast<size_t>(k0) * D, nk, D, Ob);

@@ -1,6 +1,6 @@
 // The BF16 attention tiles (qk_panels_bf16 over pack_key_panels_bf16's layout, pv_tile_bf16 over
-// pack_value_pairs_bf16's, to_bf16) on every kernel table — the AVX512_BF16 kernels where the CPU
-// has them — against the scalar f32 row references (ref::qk_rows_f32 / pv_rows_f32) run on
+// pack_value_pairs_bf16's, to_bf16, exp_sub_sum_bf16) on every kernel table — the AVX512_BF16
+// kernels where the CPU has them — against the scalar f32 row references (ref::qk_rows_f32 / pv_rows_f32) run on
 // operands rounded to BF16 one by one with core's fp32_to_bf16: products of BF16 values are exact
 // in f32, so only the summation order may differ. Shapes take every micro-tile and remainder
 // path (rows not a multiple of 6, keys not a multiple of 16 or 64, odd key counts, head dims
@@ -133,6 +133,33 @@ TEST_P(AttnTilesBf16, PvTileMatchReferenceOnRoundedOperands) {
               << "D=" << D << " n=" << n << " rows=" << rows << " i=" << i;
       }
     }
+  }
+}
+
+// exp rounded to BF16, against exp in double: every output within one BF16 rounding of the exact
+// value (relative 2^-8: the exp's own error may move a value across a rounding boundary), zeros
+// below -87.3 and for -inf (masked keys), nothing written past n; the sum within 1e-5 of the
+// exact sum of exp (it adds the unrounded values).
+TEST_P(AttnTilesBf16, ExpSubSumBf16MatchesExpInDouble) {
+  for (int n : {1, 15, 16, 17, 100, 515}) {
+    auto x = test::randn(n, 300 + n);
+    for (auto& v : x) v *= 8.0f;
+    x[0] = -std::numeric_limits<float>::infinity();
+    if (n > 3) x[3] = 0.0f - 100.0f;  // exp(-100 - sub) underflows
+    const float sub = 2.5f;
+    std::vector<uint16_t> y(static_cast<size_t>(n) + 1, 0xABCD);
+    const float sum = k().exp_sub_sum_bf16(x.data(), y.data(), n, sub);
+    double want_sum = 0;
+    for (int i = 0; i < n; ++i) {
+      const double e = std::exp(static_cast<double>(x[i]) - sub);
+      const double e_kept = static_cast<double>(x[i]) - sub < -87.3 ? 0.0 : e;
+      want_sum += e_kept;
+      ASSERT_NEAR(bf16_to_fp32(y[i]), e_kept, 0x1p-8 * e_kept) << "n=" << n << " i=" << i << " x=" << x[i];
+    }
+    EXPECT_EQ(y[0], 0) << "exp(-inf)";
+    if (n > 3) EXPECT_EQ(y[3], 0) << "exp(-102.5)";
+    EXPECT_EQ(y[static_cast<size_t>(n)], 0xABCD) << "wrote past n";
+    EXPECT_NEAR(sum, want_sum, 1e-5 * want_sum) << "n=" << n;
   }
 }
 

@@ -3,6 +3,8 @@
 //
 // Dimension legend: nq = queries, n = rows in the block, D = head dim; Q [nq][D], K/V [n][D],
 // out/P rows of stride ldo/ldp, acc [nq][D].
+#include <cmath>
+
 #include "kernels/cpu/generic_fp16.h"
 #include "kernels/cpu/impl.h"
 
@@ -102,6 +104,16 @@ void qk_panels_bf16(const uint16_t* Q, int rows, int D, const uint16_t* Kt, int 
 }
 void to_bf16(const float* x, uint16_t* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = fp32_to_bf16(x[i]);
+}
+float exp_sub_sum_bf16(const float* x, uint16_t* y, int64_t n, float sub) {
+  float s = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float d = x[i] - sub;
+    const float e = d < -87.3f ? 0.0f : std::exp(d);
+    y[i] = fp32_to_bf16(e);
+    s += e;
+  }
+  return s;
 }
 void pv_tile_bf16(const uint16_t* P, int rows, int64_t ldp, const uint16_t* Vp, int n, int D, float* O) {
   for (int r = 0; r < rows; ++r) {

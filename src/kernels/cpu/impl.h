@@ -118,7 +118,8 @@ KVS_KERNEL_SET_DECLS
   void qk_panels_bf16(const uint16_t* Q, int rows, int D, const uint16_t* Kt, int n_panels, float* S,   \
                       int64_t lds);                                                                     \
   void pv_tile_bf16(const uint16_t* P, int rows, int64_t ldp, const uint16_t* Vp, int n, int D, float* O); \
-  void to_bf16(const float* x, uint16_t* y, int64_t n);
+  void to_bf16(const float* x, uint16_t* y, int64_t n);                                                 \
+  float exp_sub_sum_bf16(const float* x, uint16_t* y, int64_t n, float sub);
 namespace kvs::kernels::generic {
 KVS_BF16_TILE_DECLS
 }  // namespace kvs::kernels::generic

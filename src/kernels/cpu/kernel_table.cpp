@@ -58,6 +58,7 @@ namespace {
     k.qk_panels_bf16 = generic::qk_panels_bf16;                                                  \
     k.pv_tile_bf16 = generic::pv_tile_bf16;                                                      \
     k.to_bf16 = generic::to_bf16;                                                                \
+    k.exp_sub_sum_bf16 = generic::exp_sub_sum_bf16;                                              \
   } while (0)
 #define KVS_FILL_TYPE(k, ns, t) \
   (k.dequant_##t = ns::dequant_##t, k.dot_##t = ns::dot_##t, k.tile_##t = ns::tile_##t)
@@ -126,6 +127,7 @@ KernelTable make_avx512() {
     k.qk_panels_bf16 = avx512bf16::qk_panels_bf16;
     k.pv_tile_bf16 = avx512bf16::pv_tile_bf16;
     k.to_bf16 = avx512bf16::to_bf16;
+    k.exp_sub_sum_bf16 = avx512bf16::exp_sub_sum_bf16;
     k.native_bf16 = true;
   }
   return k;

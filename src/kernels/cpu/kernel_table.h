@@ -91,6 +91,7 @@ struct KernelTable {
   void (*qk_panels_bf16)(const uint16_t* Q, int rows, int D, const uint16_t* Kt, int n_panels, float* S, int64_t lds);
   void (*pv_tile_bf16)(const uint16_t* P, int rows, int64_t ldp, const uint16_t* Vp, int n, int D, float* O);
   void (*to_bf16)(const float* x, uint16_t* y, int64_t n);
+  float (*exp_sub_sum_bf16)(const float* x, uint16_t* y, int64_t n, float sub);
   bool native_bf16 = false;
 
   // The dot tiles run prefill-sized batches faster than dequantise + an AVX2-class sgemm (see
