@@ -90,10 +90,13 @@ void check_run_identity(const std::string& dir, const json& identity, const json
 namespace {
 
 // run.json fields that do not change a result line: where the model was read from, its name,
-// the prefill batch, and which slice of the grid a folder holds.
+// the prefill batch, and which slice of the grid a folder holds. Also native_bf16 (the CPU's
+// BF16 products): it changes only lines whose press says precision=auto (KVzip), whose scores
+// differ between a BF16 and an f32 repeat pass by rounding — recorded for the reader, not a reason
+// to refuse slices run on different CPUs.
 bool informational(const std::string& key) {
   return key == "model" || key == "model_name" || key == "n_batch" || key == "shard" || key == "merged_from" ||
-         key == "shards";
+         key == "shards" || key == "native_bf16";
 }
 
 // A record without the fields that vary from run to run of the same unit (its times).

@@ -16,6 +16,7 @@
 #include "eval/progress.h"
 #include "eval/results.h"
 #include "eval/text_util.h"
+#include "kernels/ops.h"
 #include "runtime/session.h"
 
 #ifndef KVS_EVAL_REPORT_SCRIPT
@@ -246,7 +247,11 @@ EvalSummary run_eval(const EvalOptions& o, const Model& model, const EngineParam
   identity["shard"] = o.shard_n > 1 ? json(fmt::format("{}/{}", o.shard_k, o.shard_n)) : json(nullptr);
   // n_batch (-b) is recorded, not checked: no result depends on it (UNComp's pruned prefill runs
   // layer-major whatever -b is), so a run may resume with another.
-  check_run_identity(o.out_dir, identity, {{"model", model.path}, {"model_name", model.name}, {"n_batch", ep.n_batch}});
+  // native_bf16: whether this CPU multiplies BF16 in hardware, which decides what KVzip's
+  // precision=auto means (bf16 or f32 repeat pass); recorded, not checked.
+  check_run_identity(o.out_dir, identity,
+                     {{"model", model.path}, {"model_name", model.name}, {"n_batch", ep.n_batch},
+                      {"native_bf16", kernels::native_bf16()}});
 
   Engine engine(model, ep);
   DataStore data(o.data_dir.empty() ? DataStore::default_root() : o.data_dir);

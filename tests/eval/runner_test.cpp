@@ -15,6 +15,7 @@
 #include "eval/results.h"
 #include "eval/runner.h"
 #include "eval_test_util.h"
+#include "kernels/ops.h"
 
 namespace kvs::eval {
 namespace {
@@ -259,6 +260,16 @@ TEST(EvalRunner, ShardsTogetherAreTheUnshardedRun) {
   EXPECT_EQ(twice.conflicts, 1u);
   EXPECT_EQ(twice.duplicates, lines.size() - 1);
   EXPECT_EQ(twice.lines, lines.size());
+  // run.json records whether the CPU multiplies BF16 (KVzip's precision=auto); a slice made on a
+  // CPU that differs there still merges (the field is informational).
+  json r1 = json::parse(read_file(slices[0] + "/run.json"));
+  EXPECT_EQ(r1["native_bf16"], kernels::native_bf16());
+  r1["native_bf16"] = !kernels::native_bf16();
+  {
+    std::ofstream f(copy + "/run.json");
+    f << r1.dump(1) << "\n";
+  }
+  EXPECT_NO_THROW(merge_results({slices[1], copy}, (d.path / "m6").string()));
 }
 
 TEST(EvalRunner, ShardTextIsParsedOrRefused) {
