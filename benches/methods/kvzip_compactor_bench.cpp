@@ -178,7 +178,8 @@ TEST(KvzipCompactorBench, ScoringCostAndKvzipMemory) {
     }
     const double p = median(tp), cs = median(tcs), cp = median(tcp), sn = median(tsn);
     // Scratch of the repeat pass's observer: per thread a 64 x (sinks + m + n_in) tile and the
-    // queries; one layer's gathered keys (every KV head); per thread a max per chunk slot.
+    // queries; one layer's gathered keys (every KV head); per thread a max per chunk slot. (As
+    // f32 panels for every precision: with BF16 the keys' panels take half, an upper bound here.)
     const int m = std::min(C - 4, 2048);
     EngineProbe ep_probe(e, ctx);
     const int n_in = static_cast<int>(kvzip_repeat_input(ep_probe, ctx, 4, 4 + m, true, KvzipOptions{}).size());

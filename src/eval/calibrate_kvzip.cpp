@@ -58,14 +58,11 @@ nlohmann::json run_kvzip_calibration(const CalibrateArgs& a) {
   };
   const std::string text_name = take("text", "squad_train");
   const std::string sinks_s = take("sinks", "4");
-  // The rest are the press's own options (chunk, softmax, chat), validated by its parser.
+  // The rest are the press's own options (chunk, softmax, chat, precision), validated by its parser.
   opt.erase("level");
   const Press press = make_press("kvzip", opt);
   const Params p("kvzip", press_param_specs(press_info("kvzip"), "global"), opt);
-  KvzipOptions ko;
-  ko.chunk = static_cast<int>(p.get_int("chunk"));
-  ko.softmax_cache = p.get_str("softmax") == "cache";
-  ko.chat = p.get_str("chat");
+  const KvzipOptions ko = kvzip_options(p);
   const auto sinks = parse_int64(sinks_s);
   if (!sinks || *sinks < 0 || *sinks > 1 << 20) fail("calibrate kvzip: sinks must be an integer in 0..1048576, got '{}'", sinks_s);
 

@@ -267,7 +267,7 @@ void attention_prefill(const KvCache& c, int layer, const AttnShape& s, const fl
   // Keys as panels [Hkv][ceil(Lmax / 16)][D][16] (kernels::pack_key_panels), values as rows [Hkv][Lmax][D];
   // with BF16 products keys as BF16 panels of dim pairs and values as BF16 key pairs
   // [Hkv][ceil(Lmax / 2)][D][2] (pack_key_panels_bf16 / pack_value_pairs_bf16; same offsets).
-  const bool bf16 = s.bf16_products && !s.f16_compat && D % 2 == 0;
+  const bool bf16 = s.bf16_active();
   const size_t head_stride = static_cast<size_t>(Lmax + 1) / 2 * 2 * D;
   const size_t kt_stride = kernels::key_panels_floats(Lmax, D);
   if (bf16) {

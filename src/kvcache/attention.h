@@ -40,6 +40,9 @@ struct AttnShape {
   // products per instruction on CPUs with AVX512_BF16 (kernels::native_bf16), plain loops on
   // others. Ignored with f16_compat and by the decode path.
   bool bf16_products = false;
+  // Whether the prefill path runs them: not with f16_compat, and only for even head dims (the
+  // BF16 kernels multiply dims in pairs). What a scorer reading the forward's lse must match.
+  bool bf16_active() const { return bf16_products && !f16_compat && head_dim % 2 == 0; }
   // Gemma 2: attention logits soft-capped, s -> softcap * tanh(s / softcap) after the scale; 0 = off.
   float softcap = 0;
   // Sliding-window layers: a query at position p sees keys at positions (p - n_swa, p] on a local

@@ -256,10 +256,13 @@ namespace {
 // by more than that: evidence the BF16 products ran.
 float bf(float x) { return bf16_to_fp32(fp32_to_bf16(x)); }
 
-std::vector<double> brute_force_bf16(const Setup& st, const std::vector<float>& q, const std::vector<int32_t>& qpos) {
+// Also fills lse [T][H]: log of the sum of exp(logit) over the visible keys (the rounded logits).
+std::vector<double> brute_force_bf16(const Setup& st, const std::vector<float>& q, const std::vector<int32_t>& qpos,
+                                     std::vector<double>& lse) {
   const int H = st.s.n_head, Hkv = st.s.n_head_kv, D = st.s.head_dim, G = H / Hkv;
   const int T = static_cast<int>(qpos.size());
   std::vector<double> out(static_cast<size_t>(T) * H * D, 0.0);
+  lse.assign(static_cast<size_t>(T) * H, 0.0);
   std::vector<float> k(static_cast<size_t>(D)), v(static_cast<size_t>(D));
   for (int t = 0; t < T; ++t)
     for (int qh = 0; qh < H; ++qh) {
@@ -278,6 +281,7 @@ std::vector<double> brute_force_bf16(const Setup& st, const std::vector<float>& 
       const double m = *std::max_element(logit.begin(), logit.end());
       double z = 0;
       for (double& x : logit) z += (x = std::exp(x - m));
+      lse[static_cast<size_t>(t) * H + qh] = m + std::log(z);
       for (size_t j = 0; j < slot.size(); ++j) {
         st.cache->read_v(0, qh / G, slot[j], v.data());
         const double p = bf(static_cast<float>(logit[j]));
@@ -296,12 +300,15 @@ TEST(Attention, Bf16ProductsFollowTheirDefinition) {
       append_queries(st, 70, q, qpos, 99 + D);
       ThreadPool pool(2);
       AttnScratch scr;
-      std::vector<float> out(q.size()), out32(q.size());
+      std::vector<float> out(q.size()), out32(q.size()), lse(static_cast<size_t>(70) * 3 * Hkv);
       attention(*st.cache, 0, st.s, q.data(), qpos.data(), 70, out32.data(), nullptr, pool, scr);
       AttnShape s16 = st.s;
       s16.bf16_products = true;
-      attention(*st.cache, 0, s16, q.data(), qpos.data(), 70, out.data(), nullptr, pool, scr);
-      const std::vector<double> want = brute_force_bf16(st, q, qpos);
+      attention(*st.cache, 0, s16, q.data(), qpos.data(), 70, out.data(), lse.data(), pool, scr);
+      std::vector<double> want_lse;
+      const std::vector<double> want = brute_force_bf16(st, q, qpos, want_lse);
+      // The log-sum-exp (KVzip's scores subtract it from BF16 logits) sums unrounded probabilities.
+      for (size_t i = 0; i < lse.size(); ++i) ASSERT_NEAR(lse[i], want_lse[i], 1e-4 * std::max(1.0, std::fabs(want_lse[i]))) << i;
       // A probability near a BF16 rounding boundary may round the other way here than in the
       // brute force (f32 exp vs double, the online softmax's running max): one element off by
       // 2^-8 relative, so single outputs may differ by up to 2^-8 max|v|; on average they must sit

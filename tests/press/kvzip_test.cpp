@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "fake_probe.h"
+#include "kernels/ops.h"
 #include "kvzip_brute_force.h"
 #include "press/budget/allocators.h"
 #include "press/budget/global.h"
@@ -228,6 +229,23 @@ TEST(Kvzip, RegisteredWithItsOptions) {
   EXPECT_NO_THROW(allocator_info("global"));
   EXPECT_EQ(make_press("kvzip").scorer->name(), "kvzip");
   EXPECT_EQ(make_press("kvzip", {{"level", "head"}}).scorer->name(), "kvzip_head");
+}
+
+// precision: bf16 / f32 as given, auto = BF16 exactly when the CPU multiplies BF16 in hardware;
+// anything else refused, naming the value (the press and calibration share this parser).
+TEST(Kvzip, PrecisionOption) {
+  const auto specs = press_param_specs(press_info("kvzip"), "global");
+  auto opts = [&](const std::string& v) { return kvzip_options(Params("kvzip", specs, {{"precision", v}})); };
+  EXPECT_TRUE(opts("bf16").bf16);
+  EXPECT_FALSE(opts("f32").bf16);
+  EXPECT_EQ(opts("auto").bf16, kernels::native_bf16());
+  EXPECT_EQ(kvzip_options(Params("kvzip", specs, {})).bf16, kernels::native_bf16()) << "auto is the default";
+  try {
+    make_press("kvzip", {{"precision", "fp8"}});
+    ADD_FAILURE() << "precision=fp8 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("fp8"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
 // AVX512_BF16 forms of the prefill attention's tiles (semantics in ops.h: qk_panels_bf16,
 // pv_tile_bf16, to_bf16): VDPBF16PS multiplies 16 lanes of BF16 pairs and adds both products to
 // an f32 lane, 32 multiply-adds per instruction where the f32 tiles' FMA does 16 — on this
-// project's Zen 5 VM, one thread, operands in cache: 525-550 GFLOP/s against 265-280 for the same
-// tiles in f32 (a throwaway bench of both micro-kernels, 2026-11-28).
+// project's Zen 5 VM, one thread, operands in cache: 524-550 GFLOP/s against 263-279 for the same
+// tiles in f32 (a throwaway bench of both micro-kernels, 2026-11-28; BENCHMARKS.md).
 //  - qk: keys in panels of 16 with the dims in pairs (pack_key_panels_bf16), so one 64-byte load
 //    is two dims of 16 keys and one 32-bit broadcast is the same two dims of a query row; a
 //    micro-tile is 6 rows x 64 keys (24 accumulators), as the f32 tile.
@@ -35,7 +35,7 @@ namespace {
 
 constexpr int kRows = 6, kVecs = 4;  // micro-tile: 6 rows x 4 vectors of 16 lanes
 
-inline __m512bh as_bh(__m512i x) { return reinterpret_cast<__m512bh&>(x); }
+inline __m512bh as_bh(__m512i x) { return (__m512bh)x; }  // a vector cast: same 64 bytes, no aliasing
 inline __m512bh load_bh(const uint16_t* p) { return as_bh(_mm512_loadu_si512(p)); }
 // Two BF16 values at p (p[0] low) in every 32-bit lane.
 inline __m512bh pair_bh(const uint16_t* p) {
@@ -113,6 +113,27 @@ inline void pv_rows_of(const uint16_t* P, int rows, int64_t ldp, const uint16_t*
   for (; r < rows; ++r) pv_micro<1, NC>(P + r * ldp, ldp, Vp, n, D, O + static_cast<int64_t>(r) * D);
 }
 
+// exp for probabilities that are rounded to BF16 next: n = round(x log2 e), r = x - n ln2 (one
+// constant: an error below 3e-7 in r for |x| <= 88), exp(r) by its degree-5 Taylor polynomial
+// (truncation error below 3.3e-6 relative on |r| <= ln2/2), times 2^n by VSCALEFPS: relative error
+// below 4e-6, under BF16's half-ulp 2^-9 by three orders of magnitude. 11 vector operations
+// against the f32 exp's 17 (simd_avx512.h: Cody-Waite ln2, Cephes degree-6). Lanes below -87.3
+// (and -inf) give 0; the smallest kept value is normal (exp(-87.3) > 2^-126).
+inline __m512 exp_bf16_grade(__m512 x) {
+  const __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.3f), _CMP_GE_OQ);
+  x = _mm512_max_ps(x, _mm512_set1_ps(-87.3f));
+  const __m512 n =
+      _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693147180559945309f), x);
+  __m512 p = _mm512_set1_ps(1.0f / 120);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_maskz_scalef_ps(keep, p, n);
+}
+
 }  // namespace
 
 void qk_panels_bf16(const uint16_t* Q, int rows, int D, const uint16_t* Kt, int n_panels, float* S, int64_t lds) {
@@ -147,26 +168,6 @@ void to_bf16(const float* x, uint16_t* y, int64_t n) {
     const __m256bh h = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, x + i));
     _mm256_mask_storeu_epi16(y + i, m, reinterpret_cast<const __m256i&>(h));
   }
-}
-
-// exp for probabilities that are rounded to BF16 next: n = round(x log2 e), r = x - n ln2 (one
-// constant: |r| <= ln2/2 with an error below 3e-7 for |x| <= 88), exp(r) by its degree-5 Taylor
-// polynomial (relative error below 2.5e-6 on |r| <= ln2/2, under BF16's half-ulp 2^-9 by three
-// orders of magnitude), times 2^n by VSCALEFPS. 11 vector operations against the f32 exp's 17
-// (simd_avx512.h: Cody-Waite ln2, Cephes degree-6). Lanes below -87.3 (and -inf) give 0.
-inline __m512 exp_bf16_grade(__m512 x) {
-  const __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.3f), _CMP_GE_OQ);
-  x = _mm512_max_ps(x, _mm512_set1_ps(-87.3f));
-  const __m512 n =
-      _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693147180559945309f), x);
-  __m512 p = _mm512_set1_ps(1.0f / 120);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  return _mm512_maskz_scalef_ps(keep, p, n);
 }
 
 float exp_sub_sum_bf16(const float* x, uint16_t* y, int64_t n, float sub) {

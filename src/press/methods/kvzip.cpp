@@ -66,9 +66,8 @@ std::pair<std::vector<int32_t>, std::vector<int32_t>> encode_chat(ModelProbe& pr
 class RepeatObserver : public LayerObserver {
  public:
   RepeatObserver(const PressEnv& env, int32_t n_orig, int32_t sinks, int32_t p0, int32_t p1, bool softmax_cache,
-                 bool bf16, Scores& out)
-      : env_(env), n_orig_(n_orig), sinks_(sinks), p0_(p0), p1_(p1), softmax_cache_(softmax_cache), bf16_(bf16),
-        out_(out) {}
+                 Scores& out)
+      : env_(env), n_orig_(n_orig), sinks_(sinks), p0_(p0), p1_(p1), softmax_cache_(softmax_cache), out_(out) {}
 
   void on_layer(const LayerView& v) override {
     const KvCache& c = *v.cache;  // the probe's fork: the original slots, then the repeat input's
@@ -80,11 +79,15 @@ class RepeatObserver : public LayerObserver {
     // (the sinks and one chunk cover the whole original cache) — not with llama.cpp numerics,
     // whose attention rounds the queries to F16.
     const bool fwd_lse = softmax_cache_ || (p0_ == sinks_ && p1_ == n_orig_ && !s.f16_compat);
+    // BF16 products when the forward's attention ran them (its shape says so: precision=bf16 and
+    // an even head dim); with the forward's lse, only when this batch took the prefill path (a
+    // batch of fewer than kAttnPrefillMinTokens queries took the f32 decode path).
+    const bool bf16 = s.bf16_active() && (!fwd_lse || T >= kAttnPrefillMinTokens);
     // Per KV head: the subsampled keys [a sinks | m chunk slots | nrep repeat keys] gathered to f32.
     struct HeadKeys {
       int32_t a = 0, b = 0, m = 0, r0 = 0, nrep = 0;
       std::vector<float> K;         // [ceil((a + m + nrep) / 16)][D][16] keys as panels (kernels::pack_key_panels)
-      std::vector<uint16_t> Kb;     // idem in BF16, dims in pairs (pack_key_panels_bf16), when bf16_
+      std::vector<uint16_t> Kb;     // idem in BF16, dims in pairs (pack_key_panels_bf16), when bf16
       std::vector<int32_t> reppos;  // [nrep] positions of the repeat keys
     };
     std::vector<HeadKeys> hk(static_cast<size_t>(Hkv));
@@ -107,7 +110,7 @@ class RepeatObserver : public LayerObserver {
         c.gather(v.layer, static_cast<int>(kvh), h.b, h.b + h.m, rows.data() + static_cast<size_t>(h.a) * D, nullptr);
         c.gather(v.layer, static_cast<int>(kvh), h.r0, h.r0 + h.nrep, rows.data() + static_cast<size_t>(h.a + h.m) * D,
                  nullptr);
-        if (bf16_) {
+        if (bf16) {
           h.Kb.resize(kernels::key_panels_floats(nk, D));
           kernels::pack_key_panels_bf16(rows.data(), nk, D, h.Kb.data());
         } else {
@@ -144,7 +147,7 @@ class RepeatObserver : public LayerObserver {
         mine[static_cast<size_t>(kvh)].assign(static_cast<size_t>(hk[kvh].m), fwd_lse ? -kInf : 0.0f);
       const size_t R = static_cast<size_t>(G) * bq;  // rows of a stacked tile
       std::vector<float> Q(R * D), S(R * static_cast<size_t>(lds));
-      std::vector<uint16_t> Qh(bf16_ ? R * D : 0);  // [R][D] Q rounded to BF16
+      std::vector<uint16_t> Qh(bf16 ? R * D : 0);  // [R][D] Q rounded to BF16
       std::vector<float> mul(R), sub(R);  // [R] per-row map
       for (size_t ti = static_cast<size_t>(ith); ti < tasks.size(); ti += static_cast<size_t>(n_threads)) {
         const Task& tk = tasks[ti];
@@ -163,7 +166,7 @@ class RepeatObserver : public LayerObserver {
             static_cast<int32_t>(std::upper_bound(h.reppos.begin(), h.reppos.end(), tile_last) - h.reppos.begin());
         const int32_t ncols = h.a + h.m + nvis;
         const int np = (ncols + kernels::kKeyPanel - 1) / kernels::kKeyPanel;
-        if (bf16_) {
+        if (bf16) {
           kernels::to_bf16(Q.data(), Qh.data(), static_cast<int64_t>(rows) * D);
           kernels::qk_panels_bf16(Qh.data(), rows, D, h.Kb.data(), np, S.data(), lds);
         } else {
@@ -213,7 +216,7 @@ class RepeatObserver : public LayerObserver {
  private:
   const PressEnv& env_;
   int32_t n_orig_, sinks_, p0_, p1_;
-  bool softmax_cache_, bf16_;
+  bool softmax_cache_;
   Scores& out_;
 };
 
@@ -258,7 +261,7 @@ Scores kvzip_pair_scores(const PressEnv& env, const KvzipOptions& opt) {
   for (int32_t p0 = sinks; p0 < n; p0 += opt.chunk) {
     const int32_t p1 = std::min(n, p0 + opt.chunk);
     const std::vector<int32_t> ids = kvzip_repeat_input(*env.probe, ctx, p0, p1, p0 == sinks, opt);
-    RepeatObserver obs(env, n, sinks, p0, p1, opt.softmax_cache, opt.bf16, sc);
+    RepeatObserver obs(env, n, sinks, p0, p1, opt.softmax_cache, sc);
     env.probe->probe_forward(c, ids, obs, opt.bf16);
   }
   return sc;
@@ -303,6 +306,21 @@ Scores KvzipHeadScorer::score(const PressEnv& env) const {
   return sc;
 }
 
+KvzipOptions kvzip_options(const Params& p) {
+  const std::string& sm = p.get_str("softmax");
+  const std::string& chat = p.get_str("chat");
+  const std::string& prec = p.get_str("precision");
+  if (sm != "chunk" && sm != "cache") fail("kvzip: softmax must be chunk or cache, got '{}'", sm);
+  if (chat != "auto" && chat != "yes" && chat != "no") fail("kvzip: chat must be auto, yes or no, got '{}'", chat);
+  if (prec != "auto" && prec != "bf16" && prec != "f32") fail("kvzip: precision must be auto, bf16 or f32, got '{}'", prec);
+  KvzipOptions o;
+  o.chunk = static_cast<int>(p.get_int("chunk"));
+  o.softmax_cache = sm == "cache";
+  o.chat = chat;
+  o.bf16 = prec == "bf16" || (prec == "auto" && kernels::native_bf16());
+  return o;
+}
+
 void add_kvzip_presses(std::vector<PressInfo>& presses) {
   using T = ParamSpec::Type;
   presses.push_back(
@@ -320,19 +338,8 @@ void add_kvzip_presses(std::vector<PressInfo>& presses) {
          "AVX512_BF16), f32, or auto: bf16 where the CPU has AVX512_BF16, f32 elsewhere"}},
        4, 0, {}, "global", [](const Params& p) {
          const std::string& level = p.get_str("level");
-         const std::string& sm = p.get_str("softmax");
-         const std::string& chat = p.get_str("chat");
-         const std::string& prec = p.get_str("precision");
          if (level != "pair" && level != "head") fail("kvzip: level must be pair or head, got '{}'", level);
-         if (sm != "chunk" && sm != "cache") fail("kvzip: softmax must be chunk or cache, got '{}'", sm);
-         if (chat != "auto" && chat != "yes" && chat != "no") fail("kvzip: chat must be auto, yes or no, got '{}'", chat);
-         if (prec != "auto" && prec != "bf16" && prec != "f32")
-           fail("kvzip: precision must be auto, bf16 or f32, got '{}'", prec);
-         KvzipOptions o;
-         o.chunk = static_cast<int>(p.get_int("chunk"));
-         o.softmax_cache = sm == "cache";
-         o.chat = chat;
-         o.bf16 = prec == "bf16" || (prec == "auto" && kernels::native_bf16());
+         const KvzipOptions o = kvzip_options(p);
          Press press;
          press.name = "kvzip";
          if (level == "head")

@@ -63,6 +63,10 @@ struct KvzipOptions {
   bool bf16 = false;
 };
 
+// The options of `kvzip` presses (chunk, softmax, chat, precision; precision=auto resolved on this
+// CPU: kernels::native_bf16), validated, naming the bad value. Shared by the press and calibration.
+KvzipOptions kvzip_options(const Params& p);
+
 // The repeat input of the chunk of context positions [p0, p1): prompt (+ chat header) + the
 // context's tokens [p0, p1). ctx: the context tokens (positions 0..).
 std::vector<int32_t> kvzip_repeat_input(ModelProbe& probe, std::span<const int32_t> ctx, int32_t p0, int32_t p1,
