@@ -58,7 +58,8 @@ struct KvzipOptions {
   std::string chat = "auto";    // chat template around the repeat prompt: auto (if the model has one), yes, no
   int prev_tokens = 8;          // tokens of the previous chunk quoted by the continuation prompt
   // The repeat pass's attention products (its forward and the scores) in BF16 (precision=bf16;
-  // the official code runs the model in BF16) instead of f32. Only the scores see it: the repeat
+  // the official code runs the model in BF16: model/load.py, attention/score.py's torch.matmul of
+  // BF16 queries and keys, docs/methods/kvzip.md) instead of f32. Only the scores see it: the repeat
   // pass's K/V are discarded.
   bool bf16 = false;
 };
