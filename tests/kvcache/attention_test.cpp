@@ -85,11 +85,17 @@ void check(DType dt, int n_ctx, int n_tok, bool evict, int threads, int H = 6, i
 // o = sum_j p_j v_j with p = softmax over the slots j of KV head qh / G that the query sees
 // (pos_j <= qpos_t and pos_j > qpos_t - window when window > 0) of cap * tanh(scale q.k_j / cap)
 // (scale q.k_j when cap is 0). Double accumulation.
+// bf16: the definition of BF16 products (AttnShape::bf16_products) instead — logits from
+// bf16(q * scale) . bf16(k), probabilities exp(logit - max) whose unrounded sum normalises, the
+// product with V from bf16(p) . bf16(v). lse (optional) [T][H]: log of the sum of exp(logit).
+float bf(float x) { return bf16_to_fp32(fp32_to_bf16(x)); }
+
 std::vector<double> brute_force(const Setup& st, const std::vector<float>& q, const std::vector<int32_t>& qpos,
-                                int32_t window, float cap) {
+                                int32_t window, float cap, bool bf16 = false, std::vector<double>* lse = nullptr) {
   const int H = st.s.n_head, Hkv = st.s.n_head_kv, D = st.s.head_dim, G = H / Hkv;
   const int T = static_cast<int>(qpos.size());
   std::vector<double> out(static_cast<size_t>(T) * H * D, 0.0);
+  if (lse) lse->assign(static_cast<size_t>(T) * H, 0.0);
   std::vector<float> k(static_cast<size_t>(D)), v(static_cast<size_t>(D));
   for (int t = 0; t < T; ++t)
     for (int qh = 0; qh < H; ++qh) {
@@ -100,9 +106,11 @@ std::vector<double> brute_force(const Setup& st, const std::vector<float>& q, co
         const int32_t kp = h.pos[static_cast<size_t>(j)];
         if (kp > qpos[t] || (window > 0 && qpos[t] - kp >= window)) continue;
         st.cache->read_k(0, qh / G, j, k.data());
+        const float* qv = q.data() + (static_cast<size_t>(t) * H + qh) * D;
         double d = 0;
-        for (int i = 0; i < D; ++i) d += static_cast<double>(q[(static_cast<size_t>(t) * H + qh) * D + i]) * k[i];
-        d *= st.s.scale;
+        for (int i = 0; i < D; ++i)
+          d += bf16 ? static_cast<double>(bf(qv[i] * st.s.scale)) * bf(k[i]) : static_cast<double>(qv[i]) * k[i];
+        if (!bf16) d *= st.s.scale;
         logit.push_back(cap > 0 ? cap * std::tanh(d / cap) : d);
         slot.push_back(j);
       }
@@ -110,9 +118,12 @@ std::vector<double> brute_force(const Setup& st, const std::vector<float>& q, co
       const double m = *std::max_element(logit.begin(), logit.end());
       double z = 0;
       for (double& x : logit) z += (x = std::exp(x - m));
+      if (lse) (*lse)[static_cast<size_t>(t) * H + qh] = m + std::log(z);
       for (size_t j = 0; j < slot.size(); ++j) {
         st.cache->read_v(0, qh / G, slot[j], v.data());
-        for (int i = 0; i < D; ++i) out[(static_cast<size_t>(t) * H + qh) * D + i] += logit[j] / z * v[i];
+        const double p = bf16 ? bf(static_cast<float>(logit[j])) : logit[j];
+        for (int i = 0; i < D; ++i)
+          out[(static_cast<size_t>(t) * H + qh) * D + i] += p / z * (bf16 ? bf(v[i]) : v[i]);
       }
     }
   return out;
@@ -248,49 +259,11 @@ TEST(Attention, BatchOfSequencesMatchesBruteForceAndSingleCalls) {
 
 namespace {
 
-// BF16 products (AttnShape::bf16_products, KVzip's repeat pass) against a brute force of their
-// definition written here: logits from bf16(q * scale) . bf16(k), probabilities exp(logit - max) in
-// f32 whose sum normalises, the product with V from bf16(p) . bf16(v). Head dims 64 and 128 (whose
-// scale is not a power of two), 2 and 4 KV heads, a compressed cache. The prefill path must follow
+// BF16 products (AttnShape::bf16_products, KVzip's repeat pass) against the brute force of their
+// definition (brute_force with bf16 = true). Head dims 64 and 128 (whose scale is not a power of
+// two), 2 and 4 KV heads, a compressed cache. The prefill path must follow
 // the rounded definition (within the online softmax's re-rounding), and differ from f32 attention
 // by more than that: evidence the BF16 products ran.
-float bf(float x) { return bf16_to_fp32(fp32_to_bf16(x)); }
-
-// Also fills lse [T][H]: log of the sum of exp(logit) over the visible keys (the rounded logits).
-std::vector<double> brute_force_bf16(const Setup& st, const std::vector<float>& q, const std::vector<int32_t>& qpos,
-                                     std::vector<double>& lse) {
-  const int H = st.s.n_head, Hkv = st.s.n_head_kv, D = st.s.head_dim, G = H / Hkv;
-  const int T = static_cast<int>(qpos.size());
-  std::vector<double> out(static_cast<size_t>(T) * H * D, 0.0);
-  lse.assign(static_cast<size_t>(T) * H, 0.0);
-  std::vector<float> k(static_cast<size_t>(D)), v(static_cast<size_t>(D));
-  for (int t = 0; t < T; ++t)
-    for (int qh = 0; qh < H; ++qh) {
-      const HeadCache& h = st.cache->head(0, qh / G);
-      std::vector<double> logit;
-      std::vector<int32_t> slot;
-      for (int32_t j = 0; j < h.len(); ++j) {
-        if (h.pos[static_cast<size_t>(j)] > qpos[t]) continue;
-        st.cache->read_k(0, qh / G, j, k.data());
-        double d = 0;
-        for (int i = 0; i < D; ++i)
-          d += static_cast<double>(bf(q[(static_cast<size_t>(t) * H + qh) * D + i] * st.s.scale)) * bf(k[i]);
-        logit.push_back(d);
-        slot.push_back(j);
-      }
-      const double m = *std::max_element(logit.begin(), logit.end());
-      double z = 0;
-      for (double& x : logit) z += (x = std::exp(x - m));
-      lse[static_cast<size_t>(t) * H + qh] = m + std::log(z);
-      for (size_t j = 0; j < slot.size(); ++j) {
-        st.cache->read_v(0, qh / G, slot[j], v.data());
-        const double p = bf(static_cast<float>(logit[j]));
-        for (int i = 0; i < D; ++i) out[(static_cast<size_t>(t) * H + qh) * D + i] += p * bf(v[i]) / z;
-      }
-    }
-  return out;
-}
-
 TEST(Attention, Bf16ProductsFollowTheirDefinition) {
   for (int D : {64, 128})
     for (int Hkv : {2, 4}) {
@@ -306,7 +279,7 @@ TEST(Attention, Bf16ProductsFollowTheirDefinition) {
       s16.bf16_products = true;
       attention(*st.cache, 0, s16, q.data(), qpos.data(), 70, out.data(), lse.data(), pool, scr);
       std::vector<double> want_lse;
-      const std::vector<double> want = brute_force_bf16(st, q, qpos, want_lse);
+      const std::vector<double> want = brute_force(st, q, qpos, 0, 0.0f, true, &want_lse);
       // The log-sum-exp (KVzip's scores subtract it from BF16 logits) sums unrounded probabilities.
       for (size_t i = 0; i < lse.size(); ++i) ASSERT_NEAR(lse[i], want_lse[i], 1e-4 * std::max(1.0, std::fabs(want_lse[i]))) << i;
       // A probability near a BF16 rounding boundary may round the other way here than in the

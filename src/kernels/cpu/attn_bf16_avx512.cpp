@@ -9,8 +9,7 @@
 //  - pv: values in key pairs (pack_value_pairs_bf16), so one load is two keys of 16 dims and one
 //    32-bit broadcast is the same two keys' probabilities of a row; 6 rows x 64 dims.
 // Only called when cpu_features().avx512bf16 (kernel_table.cpp). The functions are compiled for
-// the avx512 table's ISA plus AVX512_BF16 (the pragma below; avx512_begin.h explains why a pragma
-// and why every other header comes before it).
+// the avx512 table's ISA plus AVX512_BF16 (avx512_begin.h with KVS_AVX512_BF16).
 #include <immintrin.h>
 
 #include <cstdint>
@@ -19,16 +18,10 @@
 #include "core/fp16.h"
 #include "kernels/cpu/impl.h"
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512bf16"))), \
-                             apply_to = function)
-#elif defined(__GNUC__)
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+// clang-format off
+#define KVS_AVX512_BF16
+#include "kernels/cpu/avx512_begin.h"
+// clang-format on
 
 namespace kvs::kernels::avx512bf16 {
 namespace {
@@ -192,9 +185,4 @@ float exp_sub_sum_bf16(const float* x, uint16_t* y, int64_t n, float sub) {
 
 }  // namespace kvs::kernels::avx512bf16
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#elif defined(__GNUC__)
-#pragma GCC diagnostic pop
-#pragma GCC pop_options
-#endif
+#include "kernels/cpu/avx512_end.h"
