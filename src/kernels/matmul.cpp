@@ -28,7 +28,7 @@
 #include "kernels/matmul.h"
 #include "kernels/matmul_internal.h"
 #include "kernels/ops.h"
-#include "kernels/q4_0_packed.h"
+#include "kernels/packed_weights.h"
 #include "kernels/ref/ref.h"
 
 namespace kvs::kernels {
@@ -133,20 +133,21 @@ void matmul_decode(const KernelTable& k, const MatmulConfig& cfg, const TensorVi
   });
 }
 
-// Q4_0 weights repacked at load (q4_0_packed.h), every batch size: the activations are prepared
-// in q4_0p format, chunks of 16-row groups are handed out as in matmul_decode, and each chunk
-// meets the token blocks in turn (the packed tile walks its groups one by one, up to 8 tokens per
-// pass).
-void matmul_q4_0p(const KernelTable& k, const MatmulConfig& cfg, const PackedQ4_0& P, const float* x,
-                  int64_t n_tok, float* y, int64_t ldy, ThreadPool& pool, MatmulScratch& scratch) {
+// Q4_0 / Q8_0 weights repacked at load (packed_weights.h), every batch size: the activations are
+// prepared in the packed activation format, chunks of 16-row groups are handed out as in
+// matmul_decode, and each chunk meets the token blocks in turn (the packed tile walks its groups
+// one by one, up to 8 tokens per pass).
+void matmul_packed(const KernelTable& k, const MatmulConfig& cfg, const PackedWeights& P, PackedTileFn tile,
+                   const float* x, int64_t n_tok, float* y, int64_t ldy, ThreadPool& pool, MatmulScratch& scratch) {
   const int64_t rows = P.rows, cols = P.cols;
-  const size_t act_stride = (act_q4_0p_bytes(cols) + 63) / 64 * 64;
+  const int32_t offset = packed_offset(P.type);
+  const size_t act_stride = (act_packed_bytes(cols) + 63) / 64 * 64;
   scratch.act.resize(act_stride * n_tok);
   uint8_t* act = scratch.act.data();  // [n_tok][act_stride bytes]
   auto quantize = [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
       k.quant_act_q8_0(x + t * cols, act + t * act_stride, cols);
-      finish_act_q4_0p(act + t * act_stride, cols);
+      finish_act_packed(act + t * act_stride, cols, offset);
     }
   };
   if (n_tok >= 8)
@@ -162,11 +163,11 @@ void matmul_q4_0p(const KernelTable& k, const MatmulConfig& cfg, const PackedQ4_
   run_parallel(pool, cfg, rows * cols * n_tok, [&](int, int) {
     int64_t gb, ge;
     while (queue.next(&gb, &ge)) {
-      const int64_t r0 = gb * kQ4PackRows;
+      const int64_t r0 = gb * kPackRows;
       for (int64_t t0 = 0; t0 < n_tok; t0 += tb) {
         const int nt = static_cast<int>(std::min(tb, n_tok - t0));
-        k.tile_q4_0p(P.group(gb), P.group_stride, static_cast<int>(ge - gb), rows - r0, act + t0 * act_stride,
-                     act_stride, nt, cols, y + t0 * ldy + r0, ldy);
+        tile(P.group(gb), P.group_stride, static_cast<int>(ge - gb), rows - r0, act + t0 * act_stride, act_stride, nt,
+             cols, y + t0 * ldy + r0, ldy);
       }
     }
   });
@@ -306,11 +307,12 @@ void matmul_with(const KernelTable& k, const MatmulConfig& cfg, const TensorView
   // from inside pool tasks, where OpenBLAS's own threads would compete with ours (and spin in
   // exec_blas_async). (The attention itself runs on the kernel tables' tiles, no BLAS.)
   if (cfg.blas == BlasThreading::PoolPerThread) set_blas_threads(1);
-  // Repacked Q4_0 (registered by the model loader when the active table has the packed tile) runs
-  // the packed tile in decode and prefill alike; a forced sgemm prefill reads the original bytes.
-  if (W.type == DType::Q4_0 && k.tile_q4_0p && cfg.path != MatmulPath::Prefill) {
-    if (const auto packed = find_packed_q4_0(W.data, rows, cols)) {
-      matmul_q4_0p(k, cfg, *packed, x, n_tok, y, ldy, pool, scratch);
+  // Repacked Q4_0 / Q8_0 (registered by the model loader when the active table has the type's
+  // packed tile) runs the packed tile in decode and prefill alike; a forced sgemm prefill reads the
+  // original bytes.
+  if (const PackedTileFn ptile = packed_tile_fn(k, W.type); ptile && cfg.path != MatmulPath::Prefill) {
+    if (const auto packed = find_packed(W.data, rows, cols); packed && packed->type == W.type) {
+      matmul_packed(k, cfg, *packed, ptile, x, n_tok, y, ldy, pool, scratch);
       return;
     }
   }

@@ -12,13 +12,13 @@
 #include "core/mapped_file.h"
 #include "core/paths.h"
 #include "kernels/ops.h"
-#include "kernels/q4_0_packed.h"
+#include "kernels/packed_weights.h"
 #include "model/gguf/gguf.h"
 
 namespace kvs {
 
 Model::~Model() {
-  for (const Packed& p : packed) kernels::unregister_packed_q4_0(p.key);
+  for (const Packed& p : packed) kernels::unregister_packed(p.key);
 }
 
 std::unique_ptr<Model> Model::load(const std::string& path) {

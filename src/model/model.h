@@ -68,7 +68,7 @@ class Model {
   std::unique_ptr<GgufFile> gguf_file;
   std::vector<std::shared_ptr<const void>> keep_alive;  // other storage the views point into (HF files)
 
-  // Weights repacked for the active kernels (Q4_0 -> kernels/q4_0_packed.h): the original views'
+  // Weights repacked for the active kernels (Q4_0 / Q8_0 -> kernels/packed_weights.h): the original views'
   // data pointers (the registry keys) and the packed bytes. Unregistered by the destructor.
   struct Packed {
     const void* key;
@@ -89,8 +89,8 @@ HParams hparams_from_hf_config(const std::string& config_json_path);
 // Validates every weight's presence/shape/type, converts norm/bias weights to f32, computes
 // rope frequencies and the fingerprint. `src` names the file for messages.
 void finish_model(Model& m, const std::string& src);
-// Repacks the Q4_0 matrices (wq..ffn_down, output) for the active kernel table when it has a
-// packed tile (kernels/q4_0_packed.h) and KVS_NO_REPACK is unset; the mapped GGUF pages of a
+// Repacks the Q4_0 / Q8_0 matrices (wq..ffn_down, output) for the active kernel table when it has
+// the type's packed tile (kernels/packed_weights.h) and KVS_NO_REPACK is unset; the mapped GGUF pages of a
 // repacked tensor are released (MADV_DONTNEED; re-read from the file if anything else reads them).
 void repack_weights(Model& m);
 // Inverse RoPE frequencies for hp (rope_theta, rope_dim, llama3/linear scaling).

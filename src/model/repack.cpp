@@ -1,10 +1,10 @@
-// Load-time repacking of Q4_0 matrices for the active kernel table (kernels/q4_0_packed.h).
+// Load-time repacking of Q4_0 / Q8_0 matrices for the active kernel table (kernels/packed_weights.h).
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstdint>
 
-#include "kernels/q4_0_packed.h"
+#include "kernels/packed_weights.h"
 #include "model/gguf/gguf.h"
 #include "model/model.h"
 
@@ -26,19 +26,19 @@ void release_mapped(const Model& m, const void* p, size_t n) {
 
 void repack(Model& m, const TensorView& t) {
   // (A row length off the block size is left to matmul's error message.)
-  if (t.type != DType::Q4_0 || !t.valid() || t.cols() % kernels::QK4_0 != 0) return;
+  if (!kernels::packable(t.type) || !kernels::packing_active(t.type) || !t.valid() || t.cols() % kernels::QK8_0 != 0)
+    return;
   for (const Model::Packed& p : m.packed)
     if (p.key == t.data) return;  // tied output = token embedding, packed once
-  auto packed = kernels::pack_q4_0(t.data, t.rows(), t.cols());
+  auto packed = kernels::pack_weights(t.type, t.data, t.rows(), t.cols());
   m.packed.push_back({t.data, packed->bytes()});
-  kernels::register_packed_q4_0(t.data, std::move(packed));
+  kernels::register_packed(t.data, std::move(packed));
   release_mapped(m, t.data, t.nbytes);
 }
 
 }  // namespace
 
 void repack_weights(Model& m) {
-  if (!kernels::q4_0_packing_active()) return;
   for (const LayerWeights& l : m.layers)
     for (const TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) repack(m, *t);
   // The output projection also when tied to the token embedding: the embedding reads a few rows

@@ -15,7 +15,7 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "kernels/ops.h"
-#include "kernels/q4_0_packed.h"
+#include "kernels/packed_weights.h"
 #include "model/export.h"
 #include "model/gguf/gguf.h"
 #include "model/presets.h"
@@ -254,29 +254,34 @@ TEST(ModelRoundTrip, SlidingWindowModelAnswersPastItsWindow) {
   EXPECT_GT(diff, 1e-4f);
 }
 
-// Q4_0 weights repacked at load (kernels/q4_0_packed.h, on the AVX-512 table) give the logits of
-// the plain Q4_0 tiles: the same integer sums, only the float accumulation order differs. Where
-// the active table has no packed tile both loads take the plain path and the test is trivially true.
-TEST(ModelRoundTrip, RepackedQ4_0GivesThePlainQ4_0Logits) {
+// Q4_0 and Q8_0 weights repacked at load (kernels/packed_weights.h, on the AVX-512 table) give the
+// logits of the plain Q4_0 / Q8_0 tiles: the same integer sums, only the float accumulation order
+// differs. Where the active table has no packed tile both loads take the plain path and the test
+// is trivially true.
+TEST(ModelRoundTrip, RepackedWeightsGiveThePlainTilesLogits) {
   test::TempDir dir("repack");
   const auto& p = shape_preset("tiny");
   write_random_gguf(p.hp, synthetic_spm_vocab(p.hp.n_vocab), DType::F32, 5, "tiny", dir / "f32.gguf");
-  export_gguf(*Model::load(dir / "f32.gguf"), dir / "q4.gguf", DType::Q4_0);
-  ::setenv("KVS_NO_REPACK", "1", 1);
-  std::vector<float> plain, plain_decode;
-  {
-    auto m = Model::load(dir / "q4.gguf");
-    EXPECT_TRUE(m->packed.empty());
-    plain = run(*m, 20);
-    plain_decode = run(*m, 1);
+  for (DType t : {DType::Q4_0, DType::Q8_0}) {
+    SCOPED_TRACE(std::string(dtype_name(t)));
+    const auto file = dir / (std::string(dtype_name(t)) + ".gguf");
+    export_gguf(*Model::load(dir / "f32.gguf"), file, t);
+    ::setenv("KVS_NO_REPACK", "1", 1);
+    std::vector<float> plain, plain_decode;
+    {
+      auto m = Model::load(file);
+      EXPECT_TRUE(m->packed.empty());
+      plain = run(*m, 20);
+      plain_decode = run(*m, 1);
+    }
+    ::unsetenv("KVS_NO_REPACK");
+    auto m = Model::load(file);
+    if (kernels::packing_active(t)) { EXPECT_FALSE(m->packed.empty()); }
+    float scale = 0;
+    for (float x : plain) scale = std::max(scale, std::fabs(x));
+    expect_close(plain, run(*m, 20), 1e-4f * scale);        // prefill tiles
+    expect_close(plain_decode, run(*m, 1), 1e-4f * scale);  // decode (one token)
   }
-  ::unsetenv("KVS_NO_REPACK");
-  auto m = Model::load(dir / "q4.gguf");
-  if (kernels::q4_0_packing_active()) { EXPECT_FALSE(m->packed.empty()); }
-  float scale = 0;
-  for (float x : plain) scale = std::max(scale, std::fabs(x));
-  expect_close(plain, run(*m, 20), 1e-4f * scale);        // prefill tiles
-  expect_close(plain_decode, run(*m, 1), 1e-4f * scale);  // decode (one token)
 }
 
 TEST(ModelRoundTrip, QuantizedModelsStayCloseToF32) {

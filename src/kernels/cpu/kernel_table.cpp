@@ -8,7 +8,9 @@
 namespace kvs::kernels {
 namespace avx512 {
 void tile_q4_0p(const uint8_t* w, size_t gs, int ng, int64_t nr, const uint8_t* a, size_t as, int nt, int64_t n,
-                float* out, int64_t ldo);  // tile_q4_0p_avx512.cpp
+                float* out, int64_t ldo);  // tile_packed_avx512.cpp
+void tile_q8_0p(const uint8_t* w, size_t gs, int ng, int64_t nr, const uint8_t* a, size_t as, int nt, int64_t n,
+                float* out, int64_t ldo);  // tile_packed_avx512.cpp
 }  // namespace avx512
 namespace {
 
@@ -113,6 +115,7 @@ KernelTable make_avx512() {
   k.tile_iq4_xs = avx512::tile_iq4_xs;
   k.wide_tiles = true;
   k.tile_q4_0p = avx512::tile_q4_0p;
+  k.tile_q8_0p = avx512::tile_q8_0p;
   k.qk_rows_f32 = avx512::qk_rows_f32;
   k.qk_rows_f16 = avx512::qk_rows_f16;
   k.pv_rows_f32 = avx512::pv_rows_f32;
@@ -194,6 +197,14 @@ DotTileFn dot_tile_fn(const KernelTable& k, DType t) {
     case DType::Q5_K: return k.tile_q5_K;
     case DType::IQ4_XS: return k.tile_iq4_xs;
     default: fail("matmul: unsupported weight type {}", dtype_name(t));
+  }
+}
+
+PackedTileFn packed_tile_fn(const KernelTable& k, DType t) {
+  switch (t) {
+    case DType::Q4_0: return k.tile_q4_0p;
+    case DType::Q8_0: return k.tile_q8_0p;
+    default: return nullptr;
   }
 }
 

@@ -27,9 +27,9 @@ using DotFn = float (*)(const void* w, const void* act, int64_t n);
 // Lets an implementation load each weight block once for several tokens.
 using DotTileFn = void (*)(const uint8_t* w, size_t w_stride, int nr, const uint8_t* act,
                            size_t act_stride, int nt, int64_t n, float* out, int64_t ldo);
-// Repacked Q4_0 (kernels/q4_0_packed.h): out[t * ldo + i] = dot(row i, token t) for the rows
-// i < min(nr, 16 * ng) of the ng 16-row groups at w (group_stride bytes apart), tokens t < nt;
-// activation rows in q4_0p format, act_stride bytes apart.
+// Repacked Q4_0 / Q8_0 (kernels/packed_weights.h): out[t * ldo + i] = dot(row i, token t) for the
+// rows i < min(nr, 16 * ng) of the ng 16-row groups at w (group_stride bytes apart), tokens t < nt;
+// activation rows in the packed activation format, act_stride bytes apart.
 using PackedTileFn = void (*)(const uint8_t* w, size_t group_stride, int ng, int64_t nr, const uint8_t* act,
                               size_t act_stride, int nt, int64_t n, float* out, int64_t ldo);
 using DequantFn = void (*)(const void* src, float* dst, int64_t n);
@@ -98,9 +98,11 @@ struct KernelTable {
   // default_decode_max_tok in matmul_internal.h); set for the AVX-512 table.
   bool wide_tiles = false;
 
-  // Tile over Q4_0 weights repacked at load (set for the AVX-512 table only; the model repacks
-  // Q4_0 matrices when the active table has it, and matmul uses it for those).
+  // Tiles over Q4_0 / Q8_0 weights repacked at load (set for the AVX-512 table only; the model
+  // repacks the matrices of a type when the active table has its tile, and matmul uses it for
+  // those).
   PackedTileFn tile_q4_0p = nullptr;
+  PackedTileFn tile_q8_0p = nullptr;
 };
 
 const KernelTable& generic_kernels();
@@ -116,6 +118,8 @@ const KernelTable& active_kernels();
 // Per-type lookups; kvs::fail naming the type if unsupported.
 DotFn dot_fn(const KernelTable& k, DType wtype);
 DotTileFn dot_tile_fn(const KernelTable& k, DType wtype);
+// The packed tile of weight type t (Q4_0, Q8_0), or null (none in k, or no packed layout).
+PackedTileFn packed_tile_fn(const KernelTable& k, DType t);
 // nullptr for F32 (no conversion needed).
 DequantFn dequant_fn(const KernelTable& k, DType t);
 // Activation quantiser for a weight type; nullptr for float weights (activation used as is).

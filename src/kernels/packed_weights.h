@@ -1,0 +1,82 @@
+// Weight matrices repacked at load time for the AVX-512 VNNI packed tiles (issue 14 for Q4_0,
+// issue 25 for Q8_0): 16 rows interleaved per 32-weight block, so that one 64-byte load holds 4
+// weights of each of the 16 rows and feeds one vpdpbusd against 4 activation bytes broadcast to
+// every lane; lane r of the accumulator is row r's output (no horizontal sums), and the 16 rows'
+// block scales are stored together as one vector. Each type's byte layout is in its own header
+// (q4_0_packed.h, q8_0_packed.h); both store groups of 16 rows as a sequence of block pairs whose
+// size is a multiple of 64 bytes, so a group is one aligned sequential stream. Same bytes as the
+// GGUF tensor plus zero padding to whole 16-row groups and block pairs.
+//
+// Activation format of the packed tiles ("packed activation"): the prepared Q8_0 activation
+// (prepare_act_q8_0: blocks, then float scales) followed by nb int32 corrections,
+// -offset * (sum of the block's 32 int8 values), where the packed weights store u = q + offset
+// (unsigned, as vpdpbusd's first operand must be: offset 8 for Q4_0's nibbles, 128 for Q8_0's
+// bytes): the integer dot starts at the correction and sum(u * a) + corr = sum(q * a) exactly.
+//
+// Packed tensors are found by matmul through a process-wide registry keyed by the tensor's data
+// pointer (the GGUF mapping): the TensorView keeps pointing at the original bytes, which every
+// other reader (embedding rows, export, fingerprint, sgemm prefill) uses unchanged.
+//
+// Dimension legend: n = cols (a multiple of 32), nb = n / 32 blocks, npairs = ceil(nb / 2),
+// ngroups = ceil(rows / 16), r = row within a group.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "core/aligned_buffer.h"
+#include "core/dtype.h"
+#include "kernels/quant.h"
+
+namespace kvs::kernels {
+
+inline constexpr int kPackRows = 16;
+
+struct PackedWeights {
+  DType type = DType::Q4_0;      // the GGUF type packed (Q4_0 or Q8_0)
+  int64_t rows = 0, cols = 0, nb = 0, ngroups = 0;
+  size_t group_stride = 0;       // bytes per 16-row group: npairs * the type's pair bytes
+  AlignedBuffer<uint8_t> data;   // [ngroups][npairs][pair bytes]
+  const uint8_t* group(int64_t g) const { return data.data() + static_cast<size_t>(g) * group_stride; }
+  size_t bytes() const { return static_cast<size_t>(ngroups) * group_stride; }
+};
+
+// Types with a packed layout (Q4_0, Q8_0).
+bool packable(DType t);
+// True when the active kernel table has the packed tile of `t` and KVS_NO_REPACK is unset or "0"
+// (the model loader then repacks its matrices of that type; KVS_NO_REPACK=1 is for A/B
+// measurements).
+bool packing_active(DType t);
+// Repacks rows x cols weights of a packable type ([rows][cols / 32] GGUF blocks); cols % 32 == 0.
+std::shared_ptr<PackedWeights> pack_weights(DType t, const void* src, int64_t rows, int64_t cols);
+
+// An empty PackedWeights of `t`'s shape with zeroed data (padding rows / blocks: zero quants,
+// zero scales), filled by `fill(p, g0, g1)` group range by group range — on a few threads for
+// tensors of 8 MiB and more (load time: reading the file pages and faulting in the copy).
+std::shared_ptr<PackedWeights> pack_in_groups(DType t, int64_t rows, int64_t cols, size_t pair_bytes,
+                                              void (*fill)(PackedWeights& p, const void* src, int64_t g0, int64_t g1),
+                                              const void* src);
+
+// The packed activation of one row: bytes, and the corrections' position in it.
+inline size_t act_packed_bytes(int64_t n) { return act_q8_0_bytes(n) + static_cast<size_t>(n / QK8_0) * sizeof(int32_t); }
+inline const int32_t* act_packed_corr(const void* act, int64_t n) {
+  return reinterpret_cast<const int32_t*>(static_cast<const uint8_t*>(act) + act_q8_0_bytes(n));
+}
+// The weights' offset of a packable type (8 for Q4_0, 128 for Q8_0).
+int32_t packed_offset(DType t);
+// Writes the corrections -offset * sum(block) of an already prepared Q8_0 activation row (act
+// holds act_packed_bytes(n)).
+void finish_act_packed(void* act, int64_t n, int32_t offset);
+
+// Scalar reference of the packed tiles: out[t * ldo + 16(g - g0) + r] for the groups
+// [g0, g0 + ng), the valid rows only, tokens t < nt; act rows act_stride bytes apart in the packed
+// activation format (with p.type's offset).
+void tile_packed_ref(const PackedWeights& p, int64_t g0, int64_t ng, const uint8_t* act, size_t act_stride, int nt,
+                     float* out, int64_t ldo);
+
+// Registry (thread-safe). register replaces an entry for the same key; find checks the shape.
+void register_packed(const void* key, std::shared_ptr<const PackedWeights> p);
+void unregister_packed(const void* key);
+std::shared_ptr<const PackedWeights> find_packed(const void* key, int64_t rows, int64_t cols);
+
+}  // namespace kvs::kernels
