@@ -23,6 +23,7 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu/kernel_table.h"
 #include "kernels/matmul.h"
+#include "kernels/packed_weights.h"
 #include "kernels/matmul_internal.h"
 #include "kernels/ops.h"
 
@@ -161,9 +162,11 @@ void BM_Matmul(benchmark::State& st) {
   const int64_t rows = st.range(1), cols = st.range(2), n_tok = st.range(3);
   const int nth = static_cast<int>(st.range(4));
   MatmulConfig cfg;
-  cfg.path = static_cast<MatmulPath>(st.range(5));
+  const bool packed = st.range(5) == 3;  // path 3: the weight repacked and registered (packed tile)
+  cfg.path = packed ? MatmulPath::Auto : static_cast<MatmulPath>(st.range(5));
   cfg.blas = static_cast<BlasThreading>(st.range(6));
   const BenchWeight& w = weight(t, rows, cols);
+  if (packed) register_packed(w.view.data, pack_weights(t, w.view.data, rows, cols));
   const auto x = randn(n_tok * cols, 2);
   std::vector<float> y(n_tok * rows);
   MatmulScratch scratch;
@@ -172,7 +175,8 @@ void BM_Matmul(benchmark::State& st) {
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
-  st.SetLabel(std::string(dtype_name(t)));
+  if (packed) unregister_packed(w.view.data);
+  st.SetLabel(std::string(dtype_name(t)) + (packed ? " packed" : ""));
   set_counters(st, double(w.view.nbytes), 2.0 * rows * cols * n_tok);
 }
 
@@ -228,6 +232,19 @@ void crossover_args(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(BM_Matmul)->Name("Kernels/Crossover")->Apply(crossover_args<1>);
 BENCHMARK(BM_Matmul)->Name("Kernels/Crossover")->Apply(crossover_args<2>)->UseRealTime();
+
+// Repacked Q4_0 / Q8_0 (path 3, kernels/packed_weights.h) against their plain dot tiles (path 1)
+// on the SmolLM2-135M shapes, one token (decode) and 16 (a 16-sequence batched decode step).
+template <int64_t kThreads>
+void packed_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"type", "rows", "cols", "n_tok", "thr", "path", "blas"});
+  for (DType t : {DType::Q8_0, DType::Q4_0})
+    for (const auto& s : kShapes)
+      for (int64_t n_tok : {1, 16})
+        for (int path : {1, 3}) b->Args({static_cast<int64_t>(t), s[0], s[1], n_tok, kThreads, path, 0});
+}
+BENCHMARK(BM_Matmul)->Name("Kernels/Packed")->Apply(packed_args<1>);
+BENCHMARK(BM_Matmul)->Name("Kernels/Packed")->Apply(packed_args<2>)->UseRealTime();
 
 // Llama-3.2-1B shapes (wq/wo 2048x2048, ffn_gate/up 8192x2048, ffn_down 2048x8192) at a 512-token
 // prefill, both paths forced: the activations (1-4 MB per token block of 512) no longer fit L2.

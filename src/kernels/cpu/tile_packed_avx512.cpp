@@ -33,11 +33,10 @@
 namespace kvs::kernels::avx512 {
 namespace {
 
-inline int32_t load_i32(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
+// 4 activation bytes as one int32 (a plain load the compiler can fold into vpdpbusd's {1to16}
+// broadcast operand; through memcpy GCC 12 emits a separate vpbroadcastd per vpdpbusd).
+using i32_unaligned = int32_t __attribute__((may_alias, aligned(1)));
+inline int32_t load_i32(const int8_t* p) { return *reinterpret_cast<const i32_unaligned*>(p); }
 
 // Packed formats: kBlockBytes (quants of one block, 16 rows), kPairBytes, unsigned(q, v) = the
 // eight vectors of the block at q.
@@ -61,46 +60,50 @@ struct Q8_0P {
 
 template <class F, int RN>
 struct PackedTile {
-  // One block b of one group: q = its quants, s = its 16 fp16 scales.
-  static inline void block(const uint8_t* q, const uint8_t* s, const block_q8_0* const* y, const float* const* sy,
-                           const int32_t* const* corr, int64_t b, __m512 (&acc)[RN]) {
+  // One block b of one group: q = its quants, s = its 16 fp16 scales. Token j's activation row
+  // starts at a + j * as; in it, block b's int8 values at qoff, its float scale at soff, its
+  // correction at coff. (Offsets from one base pointer rather than arrays of RN pointers, which
+  // GCC keeps in vector registers and extracts every block.)
+  static inline void block(const uint8_t* q, const uint8_t* s, const uint8_t* a, size_t as, size_t qoff, size_t soff,
+                           size_t coff, __m512 (&acc)[RN]) {
     __m512i v[8];
     F::unsigned_quants(q, v);
     const __m512 dw = _mm512_cvtph_ps(loadu256(s));
     for (int j = 0; j < RN; ++j) {
-      const int8_t* a = y[j][b].qs;
+      const uint8_t* aj = a + j * as;
+      const auto* x = reinterpret_cast<const int8_t*>(aj + qoff);
       // Two independent chains (elements 0..15 / 16..31) for the vpdpbusd latency.
-      __m512i s0 = _mm512_set1_epi32(corr[j][b]);
+      __m512i s0 = _mm512_set1_epi32(*reinterpret_cast<const i32_unaligned*>(aj + coff));
       __m512i s1 = _mm512_setzero_si512();
       for (int k = 0; k < 4; ++k) {
-        s0 = _mm512_dpbusd_epi32(s0, v[k], _mm512_set1_epi32(load_i32(a + 4 * k)));
-        s1 = _mm512_dpbusd_epi32(s1, v[4 + k], _mm512_set1_epi32(load_i32(a + 16 + 4 * k)));
+        s0 = _mm512_dpbusd_epi32(s0, v[k], _mm512_set1_epi32(load_i32(x + 4 * k)));
+        s1 = _mm512_dpbusd_epi32(s1, v[4 + k], _mm512_set1_epi32(load_i32(x + 16 + 4 * k)));
       }
-      const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(sy[j][b]));
+      const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(*reinterpret_cast<const float*>(aj + soff)));
       acc[j] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), acc[j]);
     }
   }
 
-  // One group (16 rows, nr of them valid) against RN tokens.
-  static void run(const uint8_t* g, int nr, const uint8_t* a, size_t as, int64_t n, float* out, int64_t ldo) {
+  // One group (16 rows, nr of them valid) against RN tokens; pf: the next group, prefetched pair by
+  // pair as this one is read (null: none).
+  static void run(const uint8_t* g, int nr, const uint8_t* a, size_t as, int64_t n, float* out, int64_t ldo,
+                  const uint8_t* pf) {
     const int64_t nb = n / QK8_0;
-    const block_q8_0* y[RN];
-    const float* sy[RN];
-    const int32_t* corr[RN];
-    for (int j = 0; j < RN; ++j) {
-      y[j] = reinterpret_cast<const block_q8_0*>(a + j * as);
-      sy[j] = act_q8_0_scales(a + j * as, n);
-      corr[j] = act_packed_corr(a + j * as, n);
-    }
+    const size_t sbase = act_q8_0_scales_offset(n), cbase = act_q8_0_bytes(n);
+    constexpr size_t kQs = offsetof(block_q8_0, qs), kBlk = sizeof(block_q8_0);
     __m512 acc[RN];
     for (int j = 0; j < RN; ++j) acc[j] = _mm512_setzero_ps();
     constexpr size_t B = F::kBlockBytes;
     int64_t b = 0;
     for (; b + 2 <= nb; b += 2, g += F::kPairBytes) {
-      block(g, g + 2 * B, y, sy, corr, b, acc);
-      block(g + B, g + 2 * B + 32, y, sy, corr, b + 1, acc);
+      if (pf) {
+        for (size_t off = 0; off < F::kPairBytes; off += 64) _mm_prefetch(reinterpret_cast<const char*>(pf + off), _MM_HINT_T0);
+        pf += F::kPairBytes;
+      }
+      block(g, g + 2 * B, a, as, b * kBlk + kQs, sbase + 4 * b, cbase + 4 * b, acc);
+      block(g + B, g + 2 * B + 32, a, as, (b + 1) * kBlk + kQs, sbase + 4 * (b + 1), cbase + 4 * (b + 1), acc);
     }
-    if (b < nb) block(g, g + 2 * B, y, sy, corr, b, acc);
+    if (b < nb) block(g, g + 2 * B, a, as, b * kBlk + kQs, sbase + 4 * b, cbase + 4 * b, acc);
     if (nr >= kPackRows) {
       for (int j = 0; j < RN; ++j) _mm512_storeu_ps(out + j * ldo, acc[j]);
     } else {
@@ -111,21 +114,22 @@ struct PackedTile {
 };
 
 // One group against nt tokens, 8 at a time (the group's weights stay in L1 between passes).
+// The first pass prefetches the next group (pf, or null) as it reads this one.
 template <class F>
 void group_tokens(const uint8_t* g, int rows, const uint8_t* a, size_t as, int nt, int64_t n, float* out,
-                  int64_t ldo) {
+                  int64_t ldo, const uint8_t* pf) {
   int t = 0;
-  for (; t + 8 <= nt; t += 8) PackedTile<F, 8>::run(g, rows, a + t * as, as, n, out + t * ldo, ldo);
+  for (; t + 8 <= nt; t += 8, pf = nullptr) PackedTile<F, 8>::run(g, rows, a + t * as, as, n, out + t * ldo, ldo, pf);
   const uint8_t* at = a + t * as;
   float* ot = out + t * ldo;
   switch (nt - t) {
-    case 7: PackedTile<F, 7>::run(g, rows, at, as, n, ot, ldo); break;
-    case 6: PackedTile<F, 6>::run(g, rows, at, as, n, ot, ldo); break;
-    case 5: PackedTile<F, 5>::run(g, rows, at, as, n, ot, ldo); break;
-    case 4: PackedTile<F, 4>::run(g, rows, at, as, n, ot, ldo); break;
-    case 3: PackedTile<F, 3>::run(g, rows, at, as, n, ot, ldo); break;
-    case 2: PackedTile<F, 2>::run(g, rows, at, as, n, ot, ldo); break;
-    case 1: PackedTile<F, 1>::run(g, rows, at, as, n, ot, ldo); break;
+    case 7: PackedTile<F, 7>::run(g, rows, at, as, n, ot, ldo, pf); break;
+    case 6: PackedTile<F, 6>::run(g, rows, at, as, n, ot, ldo, pf); break;
+    case 5: PackedTile<F, 5>::run(g, rows, at, as, n, ot, ldo, pf); break;
+    case 4: PackedTile<F, 4>::run(g, rows, at, as, n, ot, ldo, pf); break;
+    case 3: PackedTile<F, 3>::run(g, rows, at, as, n, ot, ldo, pf); break;
+    case 2: PackedTile<F, 2>::run(g, rows, at, as, n, ot, ldo, pf); break;
+    case 1: PackedTile<F, 1>::run(g, rows, at, as, n, ot, ldo, pf); break;
     default: break;
   }
 }
@@ -135,7 +139,10 @@ void tile(const uint8_t* w, size_t gs, int ng, int64_t nr, const uint8_t* a, siz
           float* out, int64_t ldo) {
   for (int g = 0; g < ng; ++g) {
     const int rows = static_cast<int>(std::min<int64_t>(kPackRows, nr - int64_t{g} * kPackRows));
-    group_tokens<F>(w + g * gs, rows, a, as, nt, n, out + g * kPackRows, ldo);
+    // The next group's prefetch pays with several tokens (LM head 49152 x 576 from DRAM, 16 tokens,
+    // one thread: 318 -> 570 GFLOP/s); with one token the hardware prefetcher alone keeps up
+    // (107 vs 101 GFLOP/s with it). BENCHMARKS.md, issue 25.
+    group_tokens<F>(w + g * gs, rows, a, as, nt, n, out + g * kPackRows, ldo, nt > 1 ? w + (g + 1) * gs : nullptr);
   }
 }
 
