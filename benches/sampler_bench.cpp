@@ -12,7 +12,7 @@
 namespace kvs {
 namespace {
 
-// args: vocabulary size, filter (0 = none, 1 = top-p 0.95, 2 = top-k 40)
+// args: vocabulary size, filter (0 = none, 1 = top-p 0.95, 2 = top-k 40, 3 = greedy: temperature 0)
 void BM_Sample(benchmark::State& st) {
   const int V = static_cast<int>(st.range(0));
   std::mt19937 rng(3);
@@ -20,7 +20,7 @@ void BM_Sample(benchmark::State& st) {
   std::vector<float> logits(static_cast<size_t>(V));
   for (auto& x : logits) x = nd(rng);
   SamplerParams p;
-  p.temp = 1.0f;
+  p.temp = st.range(1) == 3 ? 0.0f : 1.0f;
   p.top_k = st.range(1) == 2 ? 40 : 0;
   p.top_p = st.range(1) == 1 ? 0.95f : 1.0f;
   p.seed = 7;
@@ -28,7 +28,7 @@ void BM_Sample(benchmark::State& st) {
   for (auto _ : st) benchmark::DoNotOptimize(s.sample(logits));
 }
 BENCHMARK(BM_Sample)
-    ->ArgsProduct({{49152, 151936, 262144}, {0, 1, 2}})
+    ->ArgsProduct({{49152, 151936, 262144}, {0, 1, 2, 3}})
     ->ArgNames({"vocab", "filter"})
     ->Unit(benchmark::kMicrosecond);
 

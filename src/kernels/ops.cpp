@@ -177,6 +177,7 @@ void pv_tile(const float* P, int rows, int64_t ldp, const float* V, int n, int D
   active_kernels().pv_tile(P, rows, ldp, V, n, D, O);
 }
 float max_f32(const float* x, int64_t n) { return active_kernels().max_f32(x, n); }
+int64_t argmax_f32(const float* x, int64_t n) { return active_kernels().argmax_f32(x, n); }
 void pack_key_panels_bf16(const float* K, int n, int D, uint16_t* Kt) {
   KVS_ASSERT(D % 2 == 0);
   const int np = (n + kKeyPanel - 1) / kKeyPanel;

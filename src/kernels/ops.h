@@ -122,6 +122,9 @@ bool native_bf16();
 float exp_sub_sum(float* x, int64_t n, float sub);
 // Maximum of x[0..n) (-inf for n == 0).
 float max_f32(const float* x, int64_t n);
+// Greedy sampling: the first index of the largest value of x[0..n), NaNs never chosen; 0 when
+// every value is NaN (n >= 1, n < 2^31).
+int64_t argmax_f32(const float* x, int64_t n);
 
 // ---- RoPE -----------------------------------------------------------------------------------
 enum class RopeStyle {

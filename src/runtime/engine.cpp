@@ -152,7 +152,7 @@ std::vector<std::vector<float>> Engine::forward_batch(std::span<const BatchItem>
   std::vector<int32_t> tokens, pos;
   std::vector<arch::Segment> segs;
   std::vector<size_t> seg_item;
-  std::vector<float> logits;
+  std::vector<float>& logits = batch_logits_;
   for (;;) {
     // Pack up to n_batch rows: whole items where they fit, the rest of a long one in later passes.
     tokens.clear();

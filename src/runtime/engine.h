@@ -96,6 +96,10 @@ class Engine {
   AttnScratch attn_;
   arch::Activations act_;          // one chunk's activations
   AlignedBuffer<float> probe_xn_;  // [n][n_embd] scratch of project_queries
+  // [segments][n_vocab] forward_batch's last-row logits, kept between calls: a fresh 3 MB vector per
+  // step (16 sequences, 49k vocabulary) was an mmap, 768 zeroed page faults and an munmap every
+  // step (BENCHMARKS.md, issue 25).
+  std::vector<float> batch_logits_;
 };
 
 }  // namespace kvs

@@ -9,11 +9,8 @@
 namespace kvs {
 
 int32_t argmax(std::span<const float> logits) {
-  KVS_ASSERT(!logits.empty());
-  int32_t best = 0;
-  for (size_t i = 1; i < logits.size(); ++i)
-    if (logits[i] > logits[static_cast<size_t>(best)]) best = static_cast<int32_t>(i);
-  return best;
+  KVS_ASSERT(!logits.empty() && logits.size() < static_cast<size_t>(INT32_MAX));
+  return static_cast<int32_t>(kernels::argmax_f32(logits.data(), static_cast<int64_t>(logits.size())));
 }
 
 double token_nll(std::span<const float> logits, int32_t token) {

@@ -31,7 +31,7 @@ class Sampler {
   std::vector<double> mass_;                      // [buckets] top-p's mass per bucket
 };
 
-// Index of the largest logit (lowest index on ties).
+// Index of the largest logit (lowest index on ties; a NaN is never chosen, 0 if all are NaN).
 int32_t argmax(std::span<const float> logits);
 // -log softmax(logits)[token], in double.
 double token_nll(std::span<const float> logits, int32_t token);

@@ -115,6 +115,49 @@ TEST_P(OpsPaths, SoftmaxExtremes) {
   for (int i = 0; i < 101; ++i) ASSERT_NEAR(ramp[i], rr[i], 2e-7f * rr[i] + 1e-38f) << i;
 }
 
+// argmax_f32 against a brute force written here: the first index of the largest non-NaN value, 0
+// when every value is NaN. Ties across lanes and in the tail, NaNs at index 0 and next to the
+// maximum, infinities.
+int64_t first_max(const std::vector<float>& x) {
+  int64_t best = -1;
+  for (size_t i = 0; i < x.size(); ++i)
+    if (!std::isnan(x[i]) && (best < 0 || x[i] > x[static_cast<size_t>(best)])) best = static_cast<int64_t>(i);
+  return best < 0 ? 0 : best;
+}
+
+TEST_P(OpsPaths, Argmax) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (int64_t n : kLengths) {
+    auto x = test::randn(n, 30 + n);
+    EXPECT_EQ(k().argmax_f32(x.data(), n), first_max(x)) << n;
+    // The maximum repeated: in a later lane, a later 16-block and the tail; the first one wins.
+    const int64_t at = first_max(x);
+    for (int64_t j : {at + 5, at + 16, at + 17, n - 1})
+      if (j < n) x[static_cast<size_t>(j)] = x[static_cast<size_t>(at)];
+    ASSERT_EQ(k().argmax_f32(x.data(), n), at) << n;
+    x[static_cast<size_t>(n - 1)] = 100.0f;  // a larger one in the last element
+    ASSERT_EQ(k().argmax_f32(x.data(), n), n - 1) << n;
+    // NaNs are never chosen, wherever they are.
+    x[0] = nan;
+    if (n > 3) x[static_cast<size_t>(n / 2)] = nan;
+    x[static_cast<size_t>(n - 1)] = nan;
+    ASSERT_EQ(k().argmax_f32(x.data(), n), first_max(x)) << n;
+    if (n > 3) {
+      x[2] = inf;
+      ASSERT_EQ(k().argmax_f32(x.data(), n), 2) << n;
+    }
+    std::vector<float> ninf(static_cast<size_t>(n), -inf), nans(static_cast<size_t>(n), nan);
+    ASSERT_EQ(k().argmax_f32(ninf.data(), n), 0) << n;
+    ASSERT_EQ(k().argmax_f32(nans.data(), n), 0) << n;
+    if (n > 1) {
+      nans[static_cast<size_t>(n - 1)] = -inf;  // the only non-NaN value, -inf, in the last place
+      ASSERT_EQ(k().argmax_f32(nans.data(), n), n - 1) << n;
+      nans[static_cast<size_t>(n / 2)] = -3.0f;
+      ASSERT_EQ(k().argmax_f32(nans.data(), n), n / 2) << n;
+    }
+  }
+}
+
 TEST_P(OpsPaths, SiluMul) {
   for (int64_t n : kLengths) {
     auto g = test::randn(n, 8 + n, 4.0f);

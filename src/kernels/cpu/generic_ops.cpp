@@ -93,6 +93,17 @@ float max_f32(const float* x, int64_t n) {
   return m;
 }
 
+int64_t argmax_f32(const float* x, int64_t n) {
+  int64_t best = -1;
+  float m = 0.0f;
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isnan(x[i]) && (best < 0 || x[i] > m)) {
+      best = i;
+      m = x[i];
+    }
+  return best < 0 ? 0 : best;
+}
+
 void silu_mul(float* gate, const float* up, int64_t n) {
   for (int64_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }

@@ -122,6 +122,8 @@ KVS_KERNEL_SET_DECLS
   float exp_sub_sum_bf16(const float* x, uint16_t* y, int64_t n, float sub);
 namespace kvs::kernels::generic {
 KVS_BF16_TILE_DECLS
+// The portable argmax (every table's but the AVX-512 one).
+int64_t argmax_f32(const float* x, int64_t n);
 }  // namespace kvs::kernels::generic
 namespace kvs::kernels::avx512bf16 {
 KVS_BF16_TILE_DECLS
@@ -177,5 +179,7 @@ void qk_panels(const float* Q, int rows, int D, const float* Kt, int n_panels, f
 void pv_tile(const float* P, int rows, int64_t ldp, const float* V, int n, int D, float* O);
 float exp_sub_sum(float* x, int64_t n, float sub);
 float max_f32(const float* x, int64_t n);
+// argmax_avx512.cpp
+int64_t argmax_f32(const float* x, int64_t n);
 }  // namespace kvs::kernels::avx512
 #undef KVS_TILE_DECL

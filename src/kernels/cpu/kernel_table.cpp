@@ -55,6 +55,7 @@ namespace {
     k.pv_rows_q8_0 = ns::pv_rows_q8_0;                                                           \
     k.exp_sub_sum = ns::exp_sub_sum;                                                             \
     k.max_f32 = ns::max_f32;                                                                     \
+    k.argmax_f32 = generic::argmax_f32;                                                          \
     k.qk_panels = ns::qk_panels;                                                                 \
     k.pv_tile = ns::pv_tile;                                                                     \
     k.qk_panels_bf16 = generic::qk_panels_bf16;                                                  \
@@ -126,6 +127,7 @@ KernelTable make_avx512() {
   k.pv_tile = avx512::pv_tile;
   k.exp_sub_sum = avx512::exp_sub_sum;
   k.max_f32 = avx512::max_f32;
+  k.argmax_f32 = avx512::argmax_f32;
   if (cpu_features().avx512bf16) {  // Zen 4+, Cooper Lake, Sapphire Rapids+
     k.qk_panels_bf16 = avx512bf16::qk_panels_bf16;
     k.pv_tile_bf16 = avx512bf16::pv_tile_bf16;

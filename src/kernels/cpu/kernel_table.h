@@ -83,6 +83,7 @@ struct KernelTable {
                        float* acc);
   float (*exp_sub_sum)(float* x, int64_t n, float sub);
   float (*max_f32)(const float* x, int64_t n);
+  int64_t (*argmax_f32)(const float* x, int64_t n);  // greedy sampling (ops.h)
   // Prefill attention tiles (semantics in ops.h).
   void (*qk_panels)(const float* Q, int rows, int D, const float* Kt, int n_panels, float* S, int64_t lds);
   void (*pv_tile)(const float* P, int rows, int64_t ldp, const float* V, int n, int D, float* O);
