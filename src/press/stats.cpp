@@ -170,7 +170,7 @@ void StatsCollector::collect(const LayerView& v) {
     Window& w = windows_[static_cast<size_t>(v.layer)];
     w.q.insert(w.q.end(), v.q, v.q + static_cast<size_t>(v.n_tok) * H * D);
     w.pos.insert(w.pos.end(), v.pos, v.pos + v.n_tok);
-    if (w.size() > req_.window) {
+    if (w.size() >= 2 * req_.window) {  // (Window: trimmed in batches)
       const size_t drop = static_cast<size_t>(w.size() - req_.window);
       w.pos.erase(w.pos.begin(), w.pos.begin() + static_cast<std::ptrdiff_t>(drop));
       w.q.erase(w.q.begin(), w.q.begin() + static_cast<std::ptrdiff_t>(drop * H * D));

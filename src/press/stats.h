@@ -37,7 +37,7 @@ enum class QueryGram : uint8_t { Off, PreRope, PostRope };
 struct StatsRequest {
   bool col_sum = false;        // sum over observed queries (and the query heads of the group)
   bool col_max = false;        // max over observed queries and group
-  int window = 0;              // keep the last `window` queries of every layer
+  int window = 0;              // keep the last `window` queries of every layer (at least; Window)
   bool pre_rope_keys = false;  // keep pre-RoPE keys of every observed token
   QueryGram query_gram = QueryGram::Off;  // Gram matrix of each query head's queries
   bool attn_input_moments = false;  // per-channel mean and variance of each layer's attention input
@@ -101,6 +101,10 @@ class StatsCollector : public LayerObserver {
   };
   const Gram& query_gram(int layer, int qh) const { return grams_[static_cast<size_t>(layer * shape_.n_head + qh)]; }
 
+  // The last queries of a layer: at least the last `window` (all when fewer were seen), at most
+  // 2 x window — trimmed in batches, so that a decoding sequence does not move the whole window
+  // at every token (16 sequences x 30 layers x 64 queries: ~70 MB of memmove per step; BENCHMARKS.md,
+  // issue 25). Readers take the tail they need.
   struct Window {
     std::vector<float> q;      // [w][n_head][head_dim] post-RoPE, oldest first
     std::vector<int32_t> pos;  // [w]

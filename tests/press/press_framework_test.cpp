@@ -239,6 +239,32 @@ TEST(PressFramework, StatsRequestUnionAndCover) {
   EXPECT_THROW(pre |= post, Error);
 }
 
+// Decode-like observation one query at a time: the window holds at least the last W queries (all
+// of them while fewer were seen) and at most 2W (trimmed in batches), oldest first, and its tail
+// is exactly the queries fed, in order.
+TEST(PressFramework, WindowKeepsTheLastQueriesTrimmedInBatches) {
+  const int D = 4, H = 2, n = 40, W = 5;
+  Synth s = Synth::make(1, H, 1, D, n, flat, {.window = W});
+  std::vector<std::vector<float>> fed;
+  for (int t = 0; t < n; ++t) {
+    std::vector<float> q(static_cast<size_t>(H) * D);
+    for (size_t i = 0; i < q.size(); ++i) q[i] = static_cast<float>(t * 100 + static_cast<int>(i));
+    s.observe(0, q, {t});
+    fed.push_back(q);
+    const auto& w = s.stats->window(0);
+    ASSERT_GE(w.size(), std::min(t + 1, W)) << t;
+    ASSERT_LT(w.size(), 2 * W) << t;
+    ASSERT_EQ(w.q.size(), static_cast<size_t>(w.size()) * H * D);
+    for (int j = 0; j < w.size(); ++j) {
+      const int tj = t - (w.size() - 1 - j);  // the query this entry must hold
+      ASSERT_EQ(w.pos[static_cast<size_t>(j)], tj) << t;
+      ASSERT_TRUE(std::equal(fed[static_cast<size_t>(tj)].begin(), fed[static_cast<size_t>(tj)].end(),
+                             w.q.begin() + static_cast<std::ptrdiff_t>(j) * H * D))
+          << t << " " << j;
+    }
+  }
+}
+
 // Query Gram statistics equal the sums computed directly; clone_subset keeps only what is asked.
 TEST(PressFramework, QueryGramAndSubsetClone) {
   const int D = 4, H = 2, n = 13;
