@@ -149,7 +149,9 @@ void register_bench(CLI::App& app) {
   cmd->add_option("-n,--n-decode", o->n_decode, "decode steps per measurement")->capture_default_str()->check(CLI::Range(1, 100000));
   cmd->add_option("--thread-list", o->threads, "thread counts to test (default: -t; capped at 4 x the cores)")->delimiter(',');
   cmd->add_option("-r,--reps", o->reps, "repetitions (best is reported)")->capture_default_str()->check(CLI::Range(1, 100));
-  cmd->add_flag("--huge-pages", o->huge_pages, "move the weights into transparent huge pages first (GGUF)");
+  cmd->add_flag("--huge-pages", o->huge_pages,
+                "move the weights into transparent huge pages first (GGUF; Q4_0/Q8_0 weights repacked at load "
+                "run from their own copy, so for them this only copies the file's bytes)");
   cmd->callback([o] { run_bench(*o); });
 }
 
