@@ -46,14 +46,19 @@ std::shared_ptr<PackedWeights> pack_in_groups(DType t, int64_t rows, int64_t col
   p->ngroups = (rows + kPackRows - 1) / kPackRows;
   p->group_stride = static_cast<size_t>((p->nb + 1) / 2) * pair_bytes;
   p->data.resize(p->bytes());
-  std::memset(p->data.data(), 0, p->bytes());  // padding rows / blocks: zero quants, zero scales
   const int64_t nth = p->bytes() < (size_t{8} << 20)
                           ? 1
                           : std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, 4);
+  // Each worker zeroes its own groups first (padding rows / blocks: zero quants, zero scales), so
+  // the copy's first touch is shared too.
+  auto work = [&](int64_t g0, int64_t g1) {
+    std::memset(p->data.data() + static_cast<size_t>(g0) * p->group_stride, 0, static_cast<size_t>(g1 - g0) * p->group_stride);
+    fill(*p, src, g0, g1);
+  };
   std::vector<std::thread> workers;
   for (int64_t i = 1; i < nth; ++i)
-    workers.emplace_back([&, i] { fill(*p, src, p->ngroups * i / nth, p->ngroups * (i + 1) / nth); });
-  fill(*p, src, 0, p->ngroups / nth);
+    workers.emplace_back([&, i] { work(p->ngroups * i / nth, p->ngroups * (i + 1) / nth); });
+  work(0, p->ngroups / nth);
   for (auto& w : workers) w.join();
   return p;
 }

@@ -182,6 +182,9 @@ std::vector<std::vector<float>> Engine::forward_batch(std::span<const BatchItem>
         out[i].assign(logits.begin() + static_cast<std::ptrdiff_t>(k * V), logits.begin() + static_cast<std::ptrdiff_t>((k + 1) * V));
     }
   }
+  // A wide step (many prompt chunks) must not pin its logits for the engine's lifetime.
+  if (logits.capacity() > static_cast<size_t>(kKeptLogitRows) * static_cast<size_t>(V))
+    std::vector<float>().swap(logits);
   return out;
 }
 

@@ -98,7 +98,8 @@ class Engine {
   AlignedBuffer<float> probe_xn_;  // [n][n_embd] scratch of project_queries
   // [segments][n_vocab] forward_batch's last-row logits, kept between calls: a fresh 3 MB vector per
   // step (16 sequences, 49k vocabulary) was an mmap, 768 zeroed page faults and an munmap every
-  // step (BENCHMARKS.md, issue 25).
+  // step (BENCHMARKS.md, issue 25). Released after a step wider than kKeptLogitRows segments.
+  static constexpr int kKeptLogitRows = 64;
   std::vector<float> batch_logits_;
 };
 

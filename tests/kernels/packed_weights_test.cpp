@@ -21,6 +21,7 @@
 #include "kernels/q4_0_packed.h"
 #include "kernels/q8_0_packed.h"
 #include "kernels/ref/ref.h"
+#include "scoped_env.h"
 
 namespace kvs::kernels {
 namespace {
@@ -215,6 +216,11 @@ TEST_P(PackedMatmul, RegisteredWeightMatchesReference) {
         v.data = w.data();
         v.nbytes = w.size();
         register_packed(v.data, pack_weights(t, w.data(), rows, cols));
+        // Unregistered however the block is left (an ASSERT returns early): the key is w's storage.
+        struct Unregister {
+          const void* key;
+          ~Unregister() { unregister_packed(key); }
+        } unregister_at_exit{v.data};
         ASSERT_NE(find_packed(v.data, rows, cols), nullptr);
         EXPECT_EQ(find_packed(v.data, rows + 1, cols), nullptr) << "shape must match";
         const int64_t max_tok = 20;
@@ -248,13 +254,18 @@ TEST(PackedWeights, PackingFollowsTableAndEnv) {
   for (DType t : {DType::Q4_0, DType::Q8_0, DType::F16}) {
     const bool has = packed_tile_fn(active_kernels(), t) != nullptr;
     EXPECT_EQ(has, active_kernels().wide_tiles && t != DType::F16) << dtype_name(t);
-    ::unsetenv("KVS_NO_REPACK");
-    EXPECT_EQ(packing_active(t), has);
-    ::setenv("KVS_NO_REPACK", "1", 1);
-    EXPECT_FALSE(packing_active(t));
-    ::setenv("KVS_NO_REPACK", "0", 1);
-    EXPECT_EQ(packing_active(t), has);
-    ::unsetenv("KVS_NO_REPACK");
+    {
+      const kvs::test::ScopedEnv e("KVS_NO_REPACK", nullptr);
+      EXPECT_EQ(packing_active(t), has);
+    }
+    {
+      const kvs::test::ScopedEnv e("KVS_NO_REPACK", "1");
+      EXPECT_FALSE(packing_active(t));
+    }
+    {
+      const kvs::test::ScopedEnv e("KVS_NO_REPACK", "0");
+      EXPECT_EQ(packing_active(t), has);
+    }
   }
 }
 

@@ -21,6 +21,7 @@
 #include "model/presets.h"
 #include "model/random_model.h"
 #include "runtime/engine.h"
+#include "scoped_env.h"
 #include "test_util.h"
 
 namespace kvs {
@@ -266,15 +267,15 @@ TEST(ModelRoundTrip, RepackedWeightsGiveThePlainTilesLogits) {
     SCOPED_TRACE(std::string(dtype_name(t)));
     const auto file = dir / (std::string(dtype_name(t)) + ".gguf");
     export_gguf(*Model::load(dir / "f32.gguf"), file, t);
-    ::setenv("KVS_NO_REPACK", "1", 1);
     std::vector<float> plain, plain_decode;
     {
+      const test::ScopedEnv no_repack("KVS_NO_REPACK", "1");
       auto m = Model::load(file);
       EXPECT_TRUE(m->packed.empty());
       plain = run(*m, 20);
       plain_decode = run(*m, 1);
     }
-    ::unsetenv("KVS_NO_REPACK");
+    const test::ScopedEnv repack("KVS_NO_REPACK", nullptr);
     auto m = Model::load(file);
     if (kernels::packing_active(t)) { EXPECT_FALSE(m->packed.empty()); }
     float scale = 0;

@@ -142,7 +142,9 @@ void tile(const uint8_t* w, size_t gs, int ng, int64_t nr, const uint8_t* a, siz
     // The next group's prefetch pays with several tokens (LM head 49152 x 576 from DRAM, 16 tokens,
     // one thread: 318 -> 570 GFLOP/s); with one token the hardware prefetcher alone keeps up
     // (107 vs 101 GFLOP/s with it). BENCHMARKS.md, issue 25.
-    group_tokens<F>(w + g * gs, rows, a, as, nt, n, out + g * kPackRows, ldo, nt > 1 ? w + (g + 1) * gs : nullptr);
+    // (Within this call's groups only: past the last one lies another thread's chunk, or the end.)
+    group_tokens<F>(w + g * gs, rows, a, as, nt, n, out + g * kPackRows, ldo,
+                    nt > 1 && g + 1 < ng ? w + (g + 1) * gs : nullptr);
   }
 }
 
