@@ -27,10 +27,29 @@
 // Rows are stepped with row_of (impl.h).
 
 // Scores of QB queries (rows of Q, stride D) against rows [0, n) of K: out rows of stride ldo.
-template <class S, int QB, typename KT>
-void qk_block(const float* Q, const KT* K, int n, int D, float scale, float* out, int64_t ldo) {
+// DC: the head dim when it is known at compile time (0: D at run time). With DC the d loops have a
+// constant trip count, and each query's DC / W vectors are loaded once into registers for all rows
+// instead of once per 4 rows; qk_rows uses it for D = 64 with up to 3 queries on 16 lanes (QB x 4
+// query vectors + QB x 4 accumulators + 4 rows <= 28 of the 32 registers; BENCHMARKS.md, issue 25).
+template <class S, int QB, int DC, typename KT>
+void qk_block(const float* Q, const KT* K, int n, int D_run, float scale, float* out, int64_t ldo) {
   using vec = typename S::vec;
   constexpr int W = S::kLanes;
+  const int D = DC > 0 ? DC : D_run;
+  vec qv[QB][DC > 0 ? DC / W : 1];  // [q][d / W] (DC > 0 only)
+  if constexpr (DC > 0) {
+#pragma GCC unroll 4
+    for (int q = 0; q < QB; ++q)
+#pragma GCC unroll 16
+      for (int c = 0; c < DC / W; ++c) qv[q][c] = S::load(Q + static_cast<int64_t>(q) * DC + c * W);
+  }
+  // Query q's vector of dims [d, d + W).
+  auto query = [&](int q, int d) {
+    if constexpr (DC > 0)
+      return qv[q][d / W];
+    else
+      return S::load(Q + static_cast<int64_t>(q) * D + d);
+  };
   const __m128 vs = _mm_set1_ps(scale);
   int r = 0;
   for (; r + 4 <= n; r += 4) {
@@ -44,11 +63,11 @@ void qk_block(const float* Q, const KT* K, int n, int D, float scale, float* out
       const vec x0 = S::at(k0, d), x1 = S::at(k1, d), x2 = S::at(k2, d), x3 = S::at(k3, d);
 #pragma GCC unroll 4
       for (int q = 0; q < QB; ++q) {
-        const vec qv = S::load(Q + static_cast<int64_t>(q) * D + d);
-        acc[q][0] = S::fmadd(qv, x0, acc[q][0]);
-        acc[q][1] = S::fmadd(qv, x1, acc[q][1]);
-        acc[q][2] = S::fmadd(qv, x2, acc[q][2]);
-        acc[q][3] = S::fmadd(qv, x3, acc[q][3]);
+        const vec qd = query(q, d);
+        acc[q][0] = S::fmadd(qd, x0, acc[q][0]);
+        acc[q][1] = S::fmadd(qd, x1, acc[q][1]);
+        acc[q][2] = S::fmadd(qd, x2, acc[q][2]);
+        acc[q][3] = S::fmadd(qd, x3, acc[q][3]);
       }
     }
 #pragma GCC unroll 4
@@ -63,60 +82,7 @@ void qk_block(const float* Q, const KT* K, int n, int D, float scale, float* out
     for (int d = 0; d < D; d += W) {
       const vec x = S::at(k0, d);
 #pragma GCC unroll 4
-      for (int q = 0; q < QB; ++q) acc[q] = S::fmadd(S::load(Q + static_cast<int64_t>(q) * D + d), x, acc[q]);
-    }
-#pragma GCC unroll 4
-    for (int q = 0; q < QB; ++q) out[q * ldo + r] = S::sum(acc[q]) * scale;
-  }
-}
-
-// qk_block for D = 64 on 16 lanes (the head dim of SmolLM2, Llama-3.2-1B, Qwen2.5-0.5B) and up to
-// 3 queries: the queries' 4 vectors each stay in registers across all rows (QB x 4 + QB x 4
-// accumulators + 4 rows <= 28 of the 32 registers) instead of being reloaded for every 4 rows.
-template <class S, int QB, typename KT>
-void qk_block64(const float* Q, const KT* K, int n, float scale, float* out, int64_t ldo) {
-  using vec = typename S::vec;
-  constexpr int D = 64, W = S::kLanes, C = D / W;
-  static_assert(W == 16 && QB <= 3);
-  vec qv[QB][C];
-#pragma GCC unroll 4
-  for (int q = 0; q < QB; ++q)
-#pragma GCC unroll 4
-    for (int c = 0; c < C; ++c) qv[q][c] = S::load(Q + static_cast<int64_t>(q) * D + c * W);
-  const __m128 vs = _mm_set1_ps(scale);
-  int r = 0;
-  for (; r + 4 <= n; r += 4) {
-    const KT *k0 = row_of(K, r, D), *k1 = row_of(K, r + 1, D), *k2 = row_of(K, r + 2, D), *k3 = row_of(K, r + 3, D);
-    vec acc[QB][4];
-#pragma GCC unroll 4
-    for (int q = 0; q < QB; ++q)
-#pragma GCC unroll 4
-      for (int i = 0; i < 4; ++i) acc[q][i] = S::zero();
-#pragma GCC unroll 4
-    for (int c = 0; c < C; ++c) {
-      const vec x0 = S::at(k0, c * W), x1 = S::at(k1, c * W), x2 = S::at(k2, c * W), x3 = S::at(k3, c * W);
-#pragma GCC unroll 4
-      for (int q = 0; q < QB; ++q) {
-        acc[q][0] = S::fmadd(qv[q][c], x0, acc[q][0]);
-        acc[q][1] = S::fmadd(qv[q][c], x1, acc[q][1]);
-        acc[q][2] = S::fmadd(qv[q][c], x2, acc[q][2]);
-        acc[q][3] = S::fmadd(qv[q][c], x3, acc[q][3]);
-      }
-    }
-#pragma GCC unroll 4
-    for (int q = 0; q < QB; ++q)
-      _mm_storeu_ps(out + q * ldo + r, _mm_mul_ps(S::sum4(acc[q][0], acc[q][1], acc[q][2], acc[q][3]), vs));
-  }
-  for (; r < n; ++r) {
-    const KT* k0 = row_of(K, r, D);
-    vec acc[QB];
-#pragma GCC unroll 4
-    for (int q = 0; q < QB; ++q) acc[q] = S::zero();
-#pragma GCC unroll 4
-    for (int c = 0; c < C; ++c) {
-      const vec x = S::at(k0, c * W);
-#pragma GCC unroll 4
-      for (int q = 0; q < QB; ++q) acc[q] = S::fmadd(qv[q][c], x, acc[q]);
+      for (int q = 0; q < QB; ++q) acc[q] = S::fmadd(query(q, d), x, acc[q]);
     }
 #pragma GCC unroll 4
     for (int q = 0; q < QB; ++q) out[q * ldo + r] = S::sum(acc[q]) * scale;
@@ -147,11 +113,11 @@ void qk_rows(const float* Q, int nq, const KT* K, int n, int D, float scale, flo
   for_query_blocks<S::kQueries>(nq, [&]<int QB>(int q) {
     if constexpr (S::kLanes == 16 && QB <= 3) {
       if (D == 64) {
-        qk_block64<S, QB>(Q + static_cast<int64_t>(q) * D, K, n, scale, out + q * ldo, ldo);
+        qk_block<S, QB, 64>(Q + static_cast<int64_t>(q) * D, K, n, D, scale, out + q * ldo, ldo);
         return;
       }
     }
-    qk_block<S, QB>(Q + static_cast<int64_t>(q) * D, K, n, D, scale, out + q * ldo, ldo);
+    qk_block<S, QB, 0>(Q + static_cast<int64_t>(q) * D, K, n, D, scale, out + q * ldo, ldo);
   });
 }
 
