@@ -140,7 +140,7 @@ void matmul_decode(const KernelTable& k, const MatmulConfig& cfg, const TensorVi
 void matmul_packed(const KernelTable& k, const MatmulConfig& cfg, const PackedWeights& P, PackedTileFn tile,
                    const float* x, int64_t n_tok, float* y, int64_t ldy, ThreadPool& pool, MatmulScratch& scratch) {
   const int64_t rows = P.rows, cols = P.cols;
-  const int32_t offset = packed_offset(P.type);
+  const int32_t offset = packed_layout(P.type).offset;
   const size_t act_stride = (act_packed_bytes(cols) + 63) / 64 * 64;
   scratch.act.resize(act_stride * n_tok);
   uint8_t* act = scratch.act.data();  // [n_tok][act_stride bytes]

@@ -19,24 +19,51 @@
 
 namespace kvs::kernels {
 
-bool packable(DType t) { return t == DType::Q4_0 || t == DType::Q8_0; }
-
 bool packing_active(DType t) {
   const char* e = std::getenv("KVS_NO_REPACK");
   return packed_tile_fn(active_kernels(), t) != nullptr && !(e && *e && std::strcmp(e, "0") != 0);
 }
 
-std::shared_ptr<PackedWeights> pack_weights(DType t, const void* src, int64_t rows, int64_t cols) {
+const PackedLayout& packed_layout(DType t) {
   switch (t) {
-    case DType::Q4_0: return pack_q4_0(src, rows, cols);
-    case DType::Q8_0: return pack_q8_0(src, rows, cols);
-    default: fail("pack_weights: {} has no packed layout", dtype_name(t));
+    case DType::Q4_0: return q4_0_packed_layout();
+    case DType::Q8_0: return q8_0_packed_layout();
+    default: fail("{} has no packed layout", dtype_name(t));
   }
 }
 
-std::shared_ptr<PackedWeights> pack_in_groups(DType t, int64_t rows, int64_t cols, size_t pair_bytes,
-                                              void (*fill)(PackedWeights& p, const void* src, int64_t g0, int64_t g1),
-                                              const void* src) {
+namespace {
+
+// The fp16 scale of row r of block b in a group (the pair's scales after its two blocks' quants).
+inline size_t scale_at(const PackedLayout& l, int64_t b, int r) {
+  return static_cast<size_t>(b / 2) * l.pair_bytes + 2 * l.block_bytes + 32 * static_cast<size_t>(b % 2) + 2 * r;
+}
+inline size_t quants_at(const PackedLayout& l, int64_t b) {
+  return static_cast<size_t>(b / 2) * l.pair_bytes + static_cast<size_t>(b % 2) * l.block_bytes;
+}
+
+// Groups [g0, g1) of p from the GGUF rows at src ([rows][nb] blocks): zeroed first (padding rows
+// and blocks: zero quants, zero scales), then every row's blocks put in place.
+void pack_groups(const PackedLayout& l, PackedWeights& p, const uint8_t* src, int64_t g0, int64_t g1) {
+  std::memset(p.data.data() + static_cast<size_t>(g0) * p.group_stride, 0, static_cast<size_t>(g1 - g0) * p.group_stride);
+  for (int64_t g = g0; g < g1; ++g) {
+    uint8_t* dst = p.data.data() + static_cast<size_t>(g) * p.group_stride;  // [npairs][pair_bytes]
+    const int nr = static_cast<int>(std::min<int64_t>(kPackRows, p.rows - g * kPackRows));
+    for (int r = 0; r < nr; ++r) {
+      const uint8_t* row = src + static_cast<size_t>(g * kPackRows + r) * p.nb * l.gguf_block_bytes;
+      for (int64_t b = 0; b < p.nb; ++b) {
+        const uint8_t* blk = row + static_cast<size_t>(b) * l.gguf_block_bytes;  // fp16 d, then the quants
+        l.put(dst + quants_at(l, b), r, blk + 2);
+        std::memcpy(dst + scale_at(l, b, r), blk, 2);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<PackedWeights> pack_weights(DType t, const void* src, int64_t rows, int64_t cols) {
+  const PackedLayout& l = packed_layout(t);
   KVS_ASSERT(rows > 0 && cols > 0 && cols % QK8_0 == 0);
   auto p = std::make_shared<PackedWeights>();
   p->type = t;
@@ -44,30 +71,31 @@ std::shared_ptr<PackedWeights> pack_in_groups(DType t, int64_t rows, int64_t col
   p->cols = cols;
   p->nb = cols / QK8_0;
   p->ngroups = (rows + kPackRows - 1) / kPackRows;
-  p->group_stride = static_cast<size_t>((p->nb + 1) / 2) * pair_bytes;
+  p->group_stride = static_cast<size_t>((p->nb + 1) / 2) * l.pair_bytes;
   p->data.resize(p->bytes());
+  const auto* s = static_cast<const uint8_t*>(src);
   const int64_t nth = p->bytes() < (size_t{8} << 20)
                           ? 1
                           : std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, 4);
-  // Each worker zeroes its own groups first (padding rows / blocks: zero quants, zero scales), so
-  // the copy's first touch is shared too.
-  auto work = [&](int64_t g0, int64_t g1) {
-    std::memset(p->data.data() + static_cast<size_t>(g0) * p->group_stride, 0, static_cast<size_t>(g1 - g0) * p->group_stride);
-    fill(*p, src, g0, g1);
-  };
+  // Each worker zeroes and fills its own groups, so the copy's first touch is shared too.
   std::vector<std::thread> workers;
   for (int64_t i = 1; i < nth; ++i)
-    workers.emplace_back([&, i] { work(p->ngroups * i / nth, p->ngroups * (i + 1) / nth); });
-  work(0, p->ngroups / nth);
+    workers.emplace_back([&, i] { pack_groups(l, *p, s, p->ngroups * i / nth, p->ngroups * (i + 1) / nth); });
+  pack_groups(l, *p, s, 0, p->ngroups / nth);
   for (auto& w : workers) w.join();
   return p;
 }
 
-int32_t packed_offset(DType t) {
-  switch (t) {
-    case DType::Q4_0: return 8;
-    case DType::Q8_0: return 128;
-    default: fail("packed_offset: {} has no packed layout", dtype_name(t));
+void unpack_row(const PackedWeights& p, int64_t r, void* gguf_blocks) {
+  const PackedLayout& l = packed_layout(p.type);
+  KVS_ASSERT(r >= 0 && r < p.rows);
+  const uint8_t* grp = p.group(r / kPackRows);
+  const int ri = static_cast<int>(r % kPackRows);
+  auto* out = static_cast<uint8_t*>(gguf_blocks);
+  for (int64_t b = 0; b < p.nb; ++b) {
+    uint8_t* blk = out + static_cast<size_t>(b) * l.gguf_block_bytes;
+    std::memcpy(blk, grp + scale_at(l, b, ri), 2);
+    l.get(grp + quants_at(l, b), ri, blk + 2);
   }
 }
 
@@ -83,10 +111,7 @@ void finish_act_packed(void* act, int64_t n, int32_t offset) {
 
 void tile_packed_ref(const PackedWeights& p, int64_t g0, int64_t ng, const uint8_t* act, size_t act_stride, int nt,
                      float* out, int64_t ldo) {
-  const bool q8 = p.type == DType::Q8_0;
-  KVS_ASSERT(q8 || p.type == DType::Q4_0);
-  const size_t block_bytes = q8 ? kQ8PackBlockBytes : kQ4PackBlockBytes;
-  const size_t pair_bytes = q8 ? kQ8PackPairBytes : kQ4PackPairBytes;
+  const PackedLayout& l = packed_layout(p.type);
   const int64_t n = p.cols;
   for (int64_t g = g0; g < g0 + ng; ++g) {
     const uint8_t* grp = p.group(g);
@@ -99,13 +124,11 @@ void tile_packed_ref(const PackedWeights& p, int64_t g0, int64_t ng, const uint8
       for (int r = 0; r < nr; ++r) {
         float sum = 0;
         for (int64_t b = 0; b < p.nb; ++b) {
-          const uint8_t* pair = grp + static_cast<size_t>(b / 2) * pair_bytes;
-          const uint8_t* blk = pair + static_cast<size_t>(b % 2) * block_bytes;
+          const uint8_t* blk = grp + quants_at(l, b);
           int32_t dot = corr[b];
-          for (int e = 0; e < QK8_0; ++e)
-            dot += (q8 ? q8_0_packed_u(blk, r, e) : q4_0_packed_u(blk, r, e)) * ab[b].qs[e];
+          for (int e = 0; e < QK8_0; ++e) dot += l.u(blk, r, e) * ab[b].qs[e];
           uint16_t d;
-          std::memcpy(&d, pair + 2 * block_bytes + 32 * (b % 2) + 2 * r, 2);
+          std::memcpy(&d, grp + scale_at(l, b, r), 2);
           sum += fp16_to_fp32(d) * sa[b] * static_cast<float>(dot);
         }
         out[t * ldo + (g - g0) * kPackRows + r] = sum;

@@ -41,29 +41,40 @@ struct PackedWeights {
   size_t bytes() const { return static_cast<size_t>(ngroups) * group_stride; }
 };
 
-// Types with a packed layout (Q4_0, Q8_0).
-bool packable(DType t);
 // True when the active kernel table has the packed tile of `t` and KVS_NO_REPACK is unset or "0"
 // (the model loader then repacks its matrices of that type; KVS_NO_REPACK=1 is for A/B
-// measurements).
+// measurements). False for types without a packed layout.
 bool packing_active(DType t);
-// Repacks rows x cols weights of a packable type ([rows][cols / 32] GGUF blocks); cols % 32 == 0.
-std::shared_ptr<PackedWeights> pack_weights(DType t, const void* src, int64_t rows, int64_t cols);
 
-// An empty PackedWeights of `t`'s shape with zeroed data (padding rows / blocks: zero quants,
-// zero scales), filled by `fill(p, g0, g1)` group range by group range — on a few threads for
-// tensors of 8 MiB and more (load time: reading the file pages and faulting in the copy).
-std::shared_ptr<PackedWeights> pack_in_groups(DType t, int64_t rows, int64_t cols, size_t pair_bytes,
-                                              void (*fill)(PackedWeights& p, const void* src, int64_t g0, int64_t g1),
-                                              const void* src);
+// A packed type's byte layout (its header: q4_0_packed.h, q8_0_packed.h): a group is npairs block
+// pairs of pair_bytes = [block 2p quants][block 2p+1 quants][block 2p scales][block 2p+1 scales],
+// block_bytes of quants per block and 32 bytes of 16 fp16 scales (row r at 2r). The GGUF block
+// (gguf_block_bytes) is an fp16 scale then its quants; put writes row r's quants of one
+// GGUF block into a packed block, get reads them back, u is the unsigned quant (q + offset) of
+// element e (0..31) of row r, as the scalar reference reads it.
+struct PackedLayout {
+  DType type;
+  int32_t offset;  // u = q + offset (8 for Q4_0, 128 for Q8_0)
+  size_t block_bytes, pair_bytes, gguf_block_bytes;
+  void (*put)(uint8_t* blk, int r, const uint8_t* quants);
+  void (*get)(const uint8_t* blk, int r, uint8_t* quants);
+  int (*u)(const uint8_t* blk, int r, int e);
+};
+// The layout of a packed type (Q4_0, Q8_0); fails for others.
+const PackedLayout& packed_layout(DType t);
+
+// Repacks rows x cols weights of a packed type ([rows][cols / 32] GGUF blocks); cols % 32 == 0.
+// Tensors of 8 MiB and more are packed on a few threads (load time: reading the file pages and
+// faulting in the copy).
+std::shared_ptr<PackedWeights> pack_weights(DType t, const void* src, int64_t rows, int64_t cols);
+// Row r of p back in its GGUF blocks ([cols / 32]); pack then unpack is the identity (for tests).
+void unpack_row(const PackedWeights& p, int64_t r, void* gguf_blocks);
 
 // The packed activation of one row: bytes, and the corrections' position in it.
 inline size_t act_packed_bytes(int64_t n) { return act_q8_0_bytes(n) + static_cast<size_t>(n / QK8_0) * sizeof(int32_t); }
 inline const int32_t* act_packed_corr(const void* act, int64_t n) {
   return reinterpret_cast<const int32_t*>(static_cast<const uint8_t*>(act) + act_q8_0_bytes(n));
 }
-// The weights' offset of a packable type (8 for Q4_0, 128 for Q8_0).
-int32_t packed_offset(DType t);
 // Writes the corrections -offset * sum(block) of an already prepared Q8_0 activation row (act
 // holds act_packed_bytes(n)).
 void finish_act_packed(void* act, int64_t n, int32_t offset);

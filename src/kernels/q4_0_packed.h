@@ -25,10 +25,8 @@ namespace kvs::kernels {
 inline constexpr size_t kQ4PackBlockBytes = 256;  // nibbles of one block, 16 rows
 inline constexpr size_t kQ4PackPairBytes = 576;   // two blocks' nibbles + their scales
 
-// Repacks rows x cols Q4_0 weights ([rows][cols / 32] block_q4_0). cols % 32 == 0.
-std::shared_ptr<PackedWeights> pack_q4_0(const void* q4_0, int64_t rows, int64_t cols);
-// Row r back in Q4_0 blocks ([cols / 32]); pack_q4_0 then unpack is the identity (for tests).
-void unpack_q4_0_row(const PackedWeights& p, int64_t r, block_q4_0* out);
+// The layout as packed_weights.cpp's pack / unpack / reference read it.
+const PackedLayout& q4_0_packed_layout();
 // The unsigned quant u = q + 8 of element e (0..31) of row r in the packed block at `blk` (a
 // pair's first or second 256 bytes), as the scalar reference reads it.
 inline int q4_0_packed_u(const uint8_t* blk, int r, int e) {

@@ -25,10 +25,8 @@ namespace kvs::kernels {
 inline constexpr size_t kQ8PackBlockBytes = 512;   // quants of one block, 16 rows
 inline constexpr size_t kQ8PackPairBytes = 1088;   // two blocks' quants + their scales
 
-// Repacks rows x cols Q8_0 weights ([rows][cols / 32] block_q8_0). cols % 32 == 0.
-std::shared_ptr<PackedWeights> pack_q8_0(const void* q8_0, int64_t rows, int64_t cols);
-// Row r back in Q8_0 blocks ([cols / 32]); pack_q8_0 then unpack is the identity (for tests).
-void unpack_q8_0_row(const PackedWeights& p, int64_t r, block_q8_0* out);
+// The layout as packed_weights.cpp's pack / unpack / reference read it.
+const PackedLayout& q8_0_packed_layout();
 // The unsigned quant u = q + 128 of element e (0..31) of row r in the packed block at `blk`.
 inline int q8_0_packed_u(const uint8_t* blk, int r, int e) { return blk[64 * (e / 4) + 4 * r + e % 4]; }
 

@@ -26,8 +26,7 @@ void release_mapped(const Model& m, const void* p, size_t n) {
 
 void repack(Model& m, const TensorView& t) {
   // (A row length off the block size is left to matmul's error message.)
-  if (!kernels::packable(t.type) || !kernels::packing_active(t.type) || !t.valid() || t.cols() % kernels::QK8_0 != 0)
-    return;
+  if (!kernels::packing_active(t.type) || !t.valid() || t.cols() % kernels::QK8_0 != 0) return;
   for (const Model::Packed& p : m.packed)
     if (p.key == t.data) return;  // tied output = token embedding, packed once
   auto packed = kernels::pack_weights(t.type, t.data, t.rows(), t.cols());

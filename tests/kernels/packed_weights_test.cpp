@@ -45,18 +45,15 @@ std::vector<uint8_t> make_act(DType t, int64_t nt, int64_t cols, size_t stride, 
   const auto x = test::randn(nt * cols, seed);
   for (int64_t i = 0; i < nt; ++i) {
     ref::prepare_act(t, x.data() + i * cols, a.data() + i * stride, cols);
-    finish_act_packed(a.data() + i * stride, cols, packed_offset(t));
+    finish_act_packed(a.data() + i * stride, cols, packed_layout(t).offset);
   }
   return a;
 }
 
 // Row r of p back in the GGUF blocks of p.type.
-std::vector<uint8_t> unpack_row(const PackedWeights& p, int64_t r) {
+std::vector<uint8_t> unpacked(const PackedWeights& p, int64_t r) {
   std::vector<uint8_t> out(dtype_row_bytes(p.type, p.cols));
-  if (p.type == DType::Q4_0)
-    unpack_q4_0_row(p, r, reinterpret_cast<block_q4_0*>(out.data()));
-  else
-    unpack_q8_0_row(p, r, reinterpret_cast<block_q8_0*>(out.data()));
+  unpack_row(p, r, out.data());
   return out;
 }
 
@@ -85,7 +82,7 @@ TEST(PackedWeights, PackUnpackRoundTrip) {
         EXPECT_EQ(p->group_stride % 64, 0u);
         const size_t rb = dtype_row_bytes(t, cols);
         for (int64_t r = 0; r < rows; ++r)
-          ASSERT_EQ(std::memcmp(unpack_row(*p, r).data(), w.data() + r * rb, rb), 0)
+          ASSERT_EQ(std::memcmp(unpacked(*p, r).data(), w.data() + r * rb, rb), 0)
               << dtype_name(t) << " " << rows << "x" << cols << " row " << r;
       }
 }
@@ -100,7 +97,7 @@ TEST(PackedWeights, Q8_0LayoutByHand) {
       w[r * 3 + b].d = fp32_to_fp16(0.5f + r + 100 * b);
       for (int e = 0; e < 32; ++e) w[r * 3 + b].qs[e] = static_cast<int8_t>((r * 7 + b * 13 + e * 3) % 256 - 128);
     }
-  const auto p = pack_q8_0(w.data(), rows, cols);
+  const auto p = pack_weights(DType::Q8_0, w.data(), rows, cols);
   ASSERT_EQ(p->group_stride, 2 * kQ8PackPairBytes);
   for (int64_t r = 0; r < rows; ++r)
     for (int b = 0; b < 3; ++b) {
@@ -133,7 +130,7 @@ TEST(PackedWeights, LargeTensorRoundTrip) {
     ASSERT_GE(p->bytes(), size_t{8} << 20);
     const size_t rb = dtype_row_bytes(t, cols);
     for (int64_t r = 0; r < rows; ++r)
-      ASSERT_EQ(std::memcmp(unpack_row(*p, r).data(), w.data() + r * rb, rb), 0) << dtype_name(t) << " row " << r;
+      ASSERT_EQ(std::memcmp(unpacked(*p, r).data(), w.data() + r * rb, rb), 0) << dtype_name(t) << " row " << r;
     // The padding rows of the last group are zero.
     const uint8_t* last = p->group(p->ngroups - 1);
     for (int k = 0; k < 4; ++k)
