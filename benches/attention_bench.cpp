@@ -101,14 +101,17 @@ BENCHMARK(BM_BatchedDecodeAttention)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
-// Prefill attention: a 512-token chunk (the default -b) at the end of a `ctx`-token context, one
-// layer, F16 pages, causal. Shapes: 0 = SmolLM2-135M (9 query heads on 3 KV heads), 1 =
-// Llama-3.2-1B (32 on 8); head_dim 64. GFLOP/s counts 4 D flops per visible (query head, key) pair.
+// Prefill attention: a chunk of `chunk` tokens (512: the default -b) at the end of a `ctx`-token
+// context, one layer, causal, pages of `type` (1 = F16, 2 = Q8_0, 3 = Q4_0). Shapes: 0 =
+// SmolLM2-135M (9 query heads on 3 KV heads), 1 = Llama-3.2-1B (32 on 8); head_dim 64. GFLOP/s
+// counts 4 D flops per visible (query head, key) pair. Short chunks (16 tokens) are a server's
+// small prefill steps over a long context.
 void BM_PrefillAttention(benchmark::State& st) {
-  const int L = static_cast<int>(st.range(0)), n_tok = 512;
+  const int L = static_cast<int>(st.range(0)), n_tok = static_cast<int>(st.range(4));
   const int H = st.range(1) == 0 ? 9 : 32, Hkv = st.range(1) == 0 ? 3 : 8, D = 64;
   const int threads = static_cast<int>(st.range(2));
-  KvLayout l{1, Hkv, D, DType::F16, 32};
+  const DType dt = st.range(3) == 2 ? DType::Q8_0 : st.range(3) == 3 ? DType::Q4_0 : DType::F16;
+  KvLayout l{1, Hkv, D, dt, 32};
   PagePool pool(l.page_bytes());
   KvCache c(pool, l);
   std::mt19937 rng(1);
@@ -133,8 +136,10 @@ void BM_PrefillAttention(benchmark::State& st) {
   st.counters["GFLOP/s"] = benchmark::Counter(pairs * H * D * 4, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_PrefillAttention)
-    ->ArgsProduct({{2048, 8192}, {0, 1}, {1, 2}})
-    ->ArgNames({"ctx", "shape", "thr"})
+    ->ArgsProduct({{2048, 8192}, {0, 1}, {1, 2}, {1}, {512}})
+    ->ArgsProduct({{8192}, {1}, {1, 2}, {2, 3}, {512}})
+    ->ArgsProduct({{8192}, {1}, {1, 2}, {1, 2, 3}, {16}})
+    ->ArgNames({"ctx", "shape", "thr", "type", "chunk"})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

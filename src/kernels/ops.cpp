@@ -159,17 +159,7 @@ void pv_rows_q8_0(const float* P, int nq, int64_t ldp, const uint8_t* V, int n, 
   active_kernels().pv_rows_q8_0(P, nq, ldp, V, n, D, acc);
 }
 float exp_sub_sum(float* x, int64_t n, float sub) { return active_kernels().exp_sub_sum(x, n, sub); }
-void pack_key_panels(const float* K, int n, int D, float* Kt) {
-  const int np = (n + kKeyPanel - 1) / kKeyPanel;
-  for (int p = 0; p < np; ++p) {
-    float* dst = Kt + static_cast<int64_t>(p) * D * kKeyPanel;  // [D][16]
-    const int m = std::min(kKeyPanel, n - p * kKeyPanel);
-    for (int d = 0; d < D; ++d) {
-      for (int l = 0; l < m; ++l) dst[d * kKeyPanel + l] = K[static_cast<int64_t>(p * kKeyPanel + l) * D + d];
-      for (int l = m; l < kKeyPanel; ++l) dst[d * kKeyPanel + l] = 0.0f;
-    }
-  }
-}
+void pack_key_panels(const float* K, int n, int D, float* Kt) { active_kernels().pack_key_panels(K, n, D, Kt); }
 void qk_panels(const float* Q, int rows, int D, const float* Kt, int n_panels, float* S, int64_t lds) {
   active_kernels().qk_panels(Q, rows, D, Kt, n_panels, S, lds);
 }

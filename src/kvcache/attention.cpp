@@ -247,14 +247,38 @@ void attention_decode(std::span<const AttnJob> jobs, int layer, const AttnShape&
 // Prefill path: per (KV head, query block) task, the queries of every head of the GQA group
 // stacked as one matrix [G x block rows][D] (each key/value block is read once for the whole
 // group); keys in blocks of kBk, online softmax. The two products per block are the kernel
-// table's attention tiles (qk_panels, pv_tile; ops.h): keys transposed into panels of 16 once per
-// layer and KV head, so no operand is packed per call as sgemm packs both (1.9-2.0x OpenBLAS's
-// AVX2 sgemm on these shapes, 1.3x its AVX-512 one; BENCHMARKS.md "Prefill attention: tile kernels").
+// table's attention tiles (qk_panels, pv_tile; ops.h), which take keys transposed into panels of
+// 16 and values as rows (1.9-2.0x OpenBLAS's AVX2 sgemm on these shapes, 1.3x its AVX-512 one;
+// BENCHMARKS.md "Prefill attention: tile kernels"). Each task reads a key block from its pages
+// and converts it into a per-thread tile just before its products (load_key_block): the pages
+// are read as they are stored (F32, F16, Q8_0, Q4_0) and nothing of the cache's size is ever
+// written out as f32 — the scratch is a block of kBk keys per thread, whatever the context. The
+// price is that a block is converted once per query block that sees it instead of once per layer:
+// per key, D conversions beside 4 x rows x D flops of products with rows = G x bq ~ 256
+// (BENCHMARKS.md "Prefill attention from the pages, tile by tile").
+
+// Keys [s0, s0 + n) of head kvh (n <= the tile's capacity) from their pages into a thread's tile:
+// keys as panels Kt [ceil(n / 16)][D][16] and values as rows V [n][D] (f32); with BF16 products
+// keys as BF16 panels Kb (dims in pairs) and values as BF16 key pairs Vb [ceil(n / 2)][D][2], V
+// then only their f32 staging. k16: [16][D] staging of one panel's keys.
+void load_key_block(const KvCache& c, int layer, int kvh, int32_t s0, int32_t n, int D, float* k16, float* Kt,
+                    float* V, uint16_t* Kb, uint16_t* Vb) {
+  for (int32_t p = 0; p < n; p += kernels::kKeyPanel) {
+    const int32_t m = std::min<int32_t>(kernels::kKeyPanel, n - p);
+    c.gather(layer, kvh, s0 + p, s0 + p + m, k16, nullptr);
+    if (Kb)
+      kernels::pack_key_panels_bf16(k16, m, D, Kb + static_cast<size_t>(p) * D);
+    else
+      kernels::pack_key_panels(k16, m, D, Kt + static_cast<size_t>(p) * D);
+  }
+  c.gather(layer, kvh, s0, s0 + n, nullptr, V);
+  if (Vb) kernels::pack_value_pairs_bf16(V, n, D, Vb);
+}
+
 void attention_prefill(const KvCache& c, int layer, const AttnShape& s, const float* q, const int32_t* qpos,
                        int n_tok, float* out, float* lse, ThreadPool& pool, AttnScratch& scr) {
   const int H = s.n_head, Hkv = s.n_head_kv, D = s.head_dim, G = H / Hkv;
-  // Gather every KV head's visible keys/values to f32: [Hkv][Lmax][D], slots [W, W + L) of each
-  // head (W: the first query's window start, 0 without a window).
+  // Every KV head's visible slots: [W, W + L) (W: the first query's window start, 0 without a window).
   const int32_t window = s.window(layer);
   std::vector<int32_t> L(static_cast<size_t>(Hkv)), W(static_cast<size_t>(Hkv));
   int32_t Lmax = 0;
@@ -264,33 +288,7 @@ void attention_prefill(const KvCache& c, int layer, const AttnShape& s, const fl
     L[kvh] = end - W[kvh];
     Lmax = std::max(Lmax, L[kvh]);
   }
-  // Keys as panels [Hkv][ceil(Lmax / 16)][D][16] (kernels::pack_key_panels), values as rows [Hkv][Lmax][D];
-  // with BF16 products keys as BF16 panels of dim pairs and values as BF16 key pairs
-  // [Hkv][ceil(Lmax / 2)][D][2] (pack_key_panels_bf16 / pack_value_pairs_bf16; same offsets).
   const bool bf16 = s.bf16_active();
-  const size_t head_stride = static_cast<size_t>(Lmax + 1) / 2 * 2 * D;
-  const size_t kt_stride = kernels::key_panels_floats(Lmax, D);
-  if (bf16) {
-    scr.Kb.resize(std::max<size_t>(1, Hkv * kt_stride));
-    scr.Vb.resize(std::max<size_t>(1, Hkv * head_stride));
-  } else {
-    scr.K.resize(std::max<size_t>(1, Hkv * kt_stride));
-    scr.V.resize(std::max<size_t>(1, Hkv * head_stride));
-  }
-  pool.parallel_for(Hkv, [&](int64_t b, int64_t e) {
-    // One head's keys (and, for BF16, values) as f32 rows before their packing.
-    std::vector<float> rows(head_stride), vrows(bf16 ? head_stride : 0);
-    for (int64_t kvh = b; kvh < e; ++kvh) {
-      if (bf16) {
-        c.gather(layer, static_cast<int>(kvh), W[kvh], W[kvh] + L[kvh], rows.data(), vrows.data());
-        kernels::pack_key_panels_bf16(rows.data(), L[kvh], D, scr.Kb.data() + kvh * kt_stride);
-        kernels::pack_value_pairs_bf16(vrows.data(), L[kvh], D, scr.Vb.data() + kvh * head_stride);
-      } else {
-        c.gather(layer, static_cast<int>(kvh), W[kvh], W[kvh] + L[kvh], rows.data(), scr.V.data() + kvh * head_stride);
-        kernels::pack_key_panels(rows.data(), L[kvh], D, scr.K.data() + kvh * kt_stride);
-      }
-    }
-  });
 
   // Query block: about kPrefillRows rows of the stacked group matrix (64 tokens at GQA 4, 85 at 3).
   const int bq = std::clamp(kPrefillRows / G, 16, 128);
@@ -304,31 +302,37 @@ void attention_prefill(const KvCache& c, int layer, const AttnShape& s, const fl
                                                                 kernels::kKeyPanel)
                                   : kBk;
   const size_t R = static_cast<size_t>(G) * bq;  // rows of a task's stacked matrix
-  const size_t per = R * D * 2 + R * bk + 2 * R;
+  // Sizes of the per-thread pieces below, each rounded up to 32 elements (64-byte alignment).
+  auto al = [](size_t n) { return (n + 31) / 32 * 32; };
+  const size_t kt_n = al(kernels::key_panels_floats(bk, D));      // a key block's panels
+  const size_t v_n = al(static_cast<size_t>(bk + 1) / 2 * 2 * D);  // its values (rows or BF16 pairs)
+  const size_t rd = al(R * D), rbk = al(R * bk), r1 = al(R);
+  const size_t per = 2 * rd + rbk + 2 * r1 + (bf16 ? 0 : kt_n) + v_n + kernels::kKeyPanel * D;
   for (int t = 0; t < nth; ++t) scr.per_thread[t].resize(per);
   if (bf16) {
     if (static_cast<int>(scr.per_thread16.size()) < nth) scr.per_thread16.resize(nth);
-    for (int t = 0; t < nth; ++t) scr.per_thread16[t].resize(R * D + R * bk);
+    for (int t = 0; t < nth; ++t) scr.per_thread16[t].resize(rd + rbk + kt_n + v_n);
   }
 
   // Tasks from one counter, the query blocks that see the most keys (the last ones) first.
   std::atomic<int> next{0};
   pool.run([&](int ith, int) {
     float* Qb = scr.per_thread[ith].data();  // [G][bq][D] stacked queries of the group
-    float* Ob = Qb + R * D;                  // [G][bq][D]
-    float* S = Ob + R * D;                   // [G][bq][bk] scores of a key block
-    float* M = S + R * bk;                   // [G][bq] running max
-    float* Ls = M + R;                       // [G][bq] running sum
+    float* Ob = Qb + rd;                     // [G][bq][D]
+    float* S = Ob + rd;                      // [G][bq][bk] scores of a key block
+    float* M = S + rbk;                      // [G][bq] running max
+    float* Ls = M + r1;                      // [G][bq] running sum
+    float* Kt = Ls + r1;                     // [bk / 16][D][16] the key block as panels (f32 products)
+    float* Vt = Kt + (bf16 ? 0 : kt_n);      // [bk][D] its values (with BF16 products their staging)
+    float* k16 = Vt + v_n;                   // [16][D] one panel's keys as rows
     uint16_t* Qh = bf16 ? scr.per_thread16[ith].data() : nullptr;  // [G][bq][D] Qb in BF16
-    uint16_t* Ph = bf16 ? Qh + R * D : nullptr;                     // [G][bq][bk] probabilities in BF16
+    uint16_t* Ph = bf16 ? Qh + rd : nullptr;                        // [G][bq][bk] probabilities in BF16
+    uint16_t* Kb = bf16 ? Ph + rbk : nullptr;                       // [bk / 16][D / 2][16][2] BF16 key panels
+    uint16_t* Vb = bf16 ? Kb + kt_n : nullptr;                      // [bk / 2][D][2] BF16 value pairs
     for (int task; (task = next.fetch_add(1, std::memory_order_relaxed)) < n_tasks;) {
       const int kvh = task % Hkv, qb = n_qb - 1 - task / Hkv;
       const int t0 = qb * bq, t1 = std::min(n_tok, t0 + bq), nb = t1 - t0, rows = G * nb;
       const HeadCache& h = c.head(layer, kvh);
-      const float* Kh = bf16 ? nullptr : scr.K.data() + kvh * kt_stride;  // panels
-      const float* Vh = bf16 ? nullptr : scr.V.data() + kvh * head_stride;
-      const uint16_t* Khb = bf16 ? scr.Kb.data() + kvh * kt_stride : nullptr;
-      const uint16_t* Vhb = bf16 ? scr.Vb.data() + kvh * head_stride : nullptr;
       // Row r = g * nb + i: query head kvh * G + g of token t0 + i.
       for (int g = 0; g < G; ++g)
         for (int i = 0; i < nb; ++i) {
@@ -355,10 +359,11 @@ void attention_prefill(const KvCache& c, int layer, const AttnShape& s, const fl
       for (int32_t k0 = kbeg / kernels::kKeyPanel * kernels::kKeyPanel; k0 < kend; k0 += bk) {
         const int32_t nk = std::min<int32_t>(bk, kend - k0);
         const int np = (nk + kernels::kKeyPanel - 1) / kernels::kKeyPanel;
+        load_key_block(c, layer, kvh, w0 + k0, nk, D, k16, Kt, Vt, Kb, Vb);
         if (bf16)
-          kernels::qk_panels_bf16(Qh, rows, D, Khb + static_cast<size_t>(k0) * D, np, S, bk);
+          kernels::qk_panels_bf16(Qh, rows, D, Kb, np, S, bk);
         else
-          kernels::qk_panels(Qb, rows, D, Kh + static_cast<size_t>(k0) * D, np, S, bk);
+          kernels::qk_panels(Qb, rows, D, Kt, np, S, bk);
         const bool needs_mask = k0 + nk > kfull || k0 < kall;
         for (int r = 0; r < rows; ++r) {
           float* row = S + static_cast<size_t>(r) * bk;
@@ -392,9 +397,9 @@ void attention_prefill(const KvCache& c, int layer, const AttnShape& s, const fl
           M[r] = mnew;
         }
         if (bf16) {
-          kernels::pv_tile_bf16(Ph, rows, bk, Vhb + static_cast<size_t>(k0) * D, nk, D, Ob);
+          kernels::pv_tile_bf16(Ph, rows, bk, Vb, nk, D, Ob);
         } else {
-          kernels::pv_tile(S, rows, bk, Vh + static_cast<size_t>(k0) * D, nk, D, Ob);
+          kernels::pv_tile(S, rows, bk, Vt, nk, D, Ob);
         }
       }
       for (int r = 0; r < rows; ++r) {

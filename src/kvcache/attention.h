@@ -60,9 +60,7 @@ struct AttnShape {
 
 struct AttnScratch {
   std::vector<AlignedBuffer<float>> per_thread;  // [threads] work buffers
-  AlignedBuffer<float> K, V;                     // gathered keys/values (prefill)
-  AlignedBuffer<uint16_t> Kb, Vb;                // idem in BF16 (prefill with bf16_products)
-  std::vector<AlignedBuffer<uint16_t>> per_thread16;  // [threads] BF16 queries and probabilities
+  std::vector<AlignedBuffer<uint16_t>> per_thread16;  // [threads] BF16 queries, probabilities and key blocks
   AlignedBuffer<float> partial;                  // decode partial results
 };
 

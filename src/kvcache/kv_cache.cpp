@@ -64,10 +64,15 @@ void KvCache::read_v(int layer, int kvh, int32_t slot, float* out) const { read_
 
 void KvCache::gather(int layer, int kvh, int32_t begin, int32_t end, float* K, float* V) const {
   const HeadCache& h = head(layer, kvh);
-  const int D = layout_.head_dim;
-  for (int32_t s = begin; s < end; ++s) {
-    if (K) read_row(slot_ptr(h, s, false), K + static_cast<size_t>(s - begin) * D);
-    if (V) read_row(slot_ptr(h, s, true), V + static_cast<size_t>(s - begin) * D);
+  const int D = layout_.head_dim, P = layout_.page_tokens;
+  // A page's rows are contiguous, and so are their blocks (row_bytes is a whole number of blocks):
+  // one conversion per run of slots within a page.
+  for (int32_t s = begin; s < end;) {
+    const int32_t e = std::min(end, (s / P + 1) * P);
+    const int64_t n = static_cast<int64_t>(e - s) * D;
+    if (K) kernels::dequantize_row(layout_.dtype, slot_ptr(h, s, false), K + static_cast<size_t>(s - begin) * D, n);
+    if (V) kernels::dequantize_row(layout_.dtype, slot_ptr(h, s, true), V + static_cast<size_t>(s - begin) * D, n);
+    s = e;
   }
 }
 

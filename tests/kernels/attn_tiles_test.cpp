@@ -45,6 +45,27 @@ TEST_P(AttnTiles, QkPanelsKnownAnswer) {
   }
 }
 
+// The panel layout by its index formula on every table (the AVX-512 packing transposes 16 x 16
+// in registers): key j's dim d at Kt[(j / 16) * D * 16 + d * 16 + j % 16], padding keys 0,
+// nothing written past key_panels_floats.
+TEST_P(AttnTiles, PackKeyPanelsByIndex) {
+  for (int D : {8, 12, 16, 64, 80, 128}) {
+    for (int n : {1, 15, 16, 17, 33, 64}) {
+      const auto K = test::randn(static_cast<int64_t>(n) * D, static_cast<uint32_t>(D * 100 + n));
+      const size_t len = key_panels_floats(n, D);
+      std::vector<float> Kt(len + 37, -7.0f);
+      k().pack_key_panels(K.data(), n, D, Kt.data());
+      for (size_t i = 0; i < len; ++i) {
+        const int j = static_cast<int>(i / (static_cast<size_t>(D) * 16)) * 16 + static_cast<int>(i % 16);
+        const int d = static_cast<int>(i / 16 % static_cast<size_t>(D));
+        const float want = j < n ? K[static_cast<size_t>(j) * D + d] : 0.0f;
+        ASSERT_EQ(Kt[i], want) << "D=" << D << " n=" << n << " key " << j << " dim " << d;
+      }
+      for (size_t i = len; i < Kt.size(); ++i) ASSERT_EQ(Kt[i], -7.0f) << "written past the panels, D=" << D << " n=" << n;
+    }
+  }
+}
+
 TEST_P(AttnTiles, QkPanelsMatchReference) {
   for (int D : {8, 12, 32, 64, 80, 96, 128, 256}) {
     for (int n : {1, 16, 17, 70, 130}) {

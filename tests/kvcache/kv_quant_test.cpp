@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <utility>
 
 #include "core/error.h"
 #include "core/fp16.h"
@@ -80,7 +81,9 @@ void fill(std::vector<Cache*> caches, int n_ctx, uint64_t seed, bool evict) {
   }
   for (Cache* c : caches) {
     ASSERT_TRUE(c->cache->append(0, n_ctx, k.data(), v.data(), pos.data()));
-    if (evict) ASSERT_TRUE(c->cache->apply(e));
+    if (evict) {
+      ASSERT_TRUE(c->cache->apply(e));
+    }
   }
 }
 
@@ -130,13 +133,15 @@ TEST(KvQuant, RowsAreGgufBlocksWithinTheirRoundingBound) {
 TEST(KvQuant, AttentionOverQuantizedPagesMatchesTheReference) {
   for (DType t : {DType::Q8_0, DType::Q4_0}) {
     for (int D : {64, 128}) {
-      for (int n_tok : {1, 3, 40}) {
+      // 2600: the prefill path's key blocks (512 keys, read from the pages block by block) several
+      // per head, on evicted heads of different lengths (650-1300 slots).
+      for (auto [n_ctx, n_tok] : {std::pair{500, 1}, std::pair{500, 3}, std::pair{500, 40}, std::pair{2600, 40}}) {
         const int H = 9, Hkv = 3;
         Cache c = make_cache(t, Hkv, D);
-        fill({&c}, 500, 11 + D + n_tok, true);
+        fill({&c}, n_ctx, 11 + D + n_tok, true);
         const std::vector<float> q = random_queries(n_tok, H, D, 3);
         std::vector<int32_t> qpos(static_cast<size_t>(n_tok));
-        for (int i = 0; i < n_tok; ++i) qpos[i] = 500 - n_tok + i;  // queries among the context's positions
+        for (int i = 0; i < n_tok; ++i) qpos[i] = n_ctx - n_tok + i;  // queries among the context's positions
         const AttnShape s{H, Hkv, D, 1.0f / std::sqrt(static_cast<float>(D))};
         std::vector<float> out(q.size()), ref(q.size());
         ThreadPool pool(2);
@@ -144,7 +149,8 @@ TEST(KvQuant, AttentionOverQuantizedPagesMatchesTheReference) {
         attention(*c.cache, 0, s, q.data(), qpos.data(), n_tok, out.data(), nullptr, pool, scr);
         attention_ref(*c.cache, 0, s, q.data(), qpos.data(), n_tok, ref.data(), nullptr);
         for (size_t i = 0; i < out.size(); ++i)
-          ASSERT_NEAR(out[i], ref[i], 3e-5f) << dtype_name(t) << " D=" << D << " n_tok=" << n_tok << " i=" << i;
+          ASSERT_NEAR(out[i], ref[i], 3e-5f) << dtype_name(t) << " D=" << D << " n_ctx=" << n_ctx << " n_tok=" << n_tok
+                                             << " i=" << i;
       }
     }
   }

@@ -3,10 +3,12 @@
 //
 // Dimension legend: nq = queries, n = rows in the block, D = head dim; Q [nq][D], K/V [n][D],
 // out/P rows of stride ldo/ldp, acc [nq][D].
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/cpu/generic_fp16.h"
 #include "kernels/cpu/impl.h"
+#include "kernels/ops.h"
 
 namespace kvs::kernels::generic {
 namespace {
@@ -122,6 +124,19 @@ void pv_tile_bf16(const uint16_t* P, int rows, int64_t ldp, const uint16_t* Vp, 
       const float p = bf(P[r * ldp + j]);
       const uint16_t* v = Vp + static_cast<int64_t>(j / 2) * 2 * D + j % 2;  // dim d at v[2 d]
       for (int d = 0; d < D; ++d) o[d] += p * bf(v[2 * d]);
+    }
+  }
+}
+
+// Keys into panels of 16 (ops.h): element by element.
+void pack_key_panels(const float* K, int n, int D, float* Kt) {
+  const int np = (n + kKeyPanel - 1) / kKeyPanel;
+  for (int p = 0; p < np; ++p) {
+    float* dst = Kt + static_cast<int64_t>(p) * D * kKeyPanel;  // [D][16]
+    const int m = std::min(kKeyPanel, n - p * kKeyPanel);
+    for (int d = 0; d < D; ++d) {
+      for (int l = 0; l < m; ++l) dst[d * kKeyPanel + l] = K[static_cast<int64_t>(p * kKeyPanel + l) * D + d];
+      for (int l = m; l < kKeyPanel; ++l) dst[d * kKeyPanel + l] = 0.0f;
     }
   }
 }

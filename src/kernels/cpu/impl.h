@@ -124,6 +124,8 @@ namespace kvs::kernels::generic {
 KVS_BF16_TILE_DECLS
 // The portable argmax (every table's but the AVX-512 one).
 int64_t argmax_f32(const float* x, int64_t n);
+// The portable key panel packing (every table's but the AVX-512 one; generic_attn.cpp).
+void pack_key_panels(const float* K, int n, int D, float* Kt);
 }  // namespace kvs::kernels::generic
 namespace kvs::kernels::avx512bf16 {
 KVS_BF16_TILE_DECLS
@@ -177,6 +179,7 @@ void qk_rows_q8_0(const float* Q, int nq, const uint8_t* K, int n, int D, float 
 void pv_rows_q8_0(const float* P, int nq, int64_t ldp, const uint8_t* V, int n, int D, float* acc);
 void qk_panels(const float* Q, int rows, int D, const float* Kt, int n_panels, float* S, int64_t lds);
 void pv_tile(const float* P, int rows, int64_t ldp, const float* V, int n, int D, float* O);
+void pack_key_panels(const float* K, int n, int D, float* Kt);
 float exp_sub_sum(float* x, int64_t n, float sub);
 float max_f32(const float* x, int64_t n);
 // argmax_avx512.cpp

@@ -56,6 +56,7 @@ namespace {
     k.exp_sub_sum = ns::exp_sub_sum;                                                             \
     k.max_f32 = ns::max_f32;                                                                     \
     k.argmax_f32 = generic::argmax_f32;                                                          \
+    k.pack_key_panels = generic::pack_key_panels;                                                \
     k.qk_panels = ns::qk_panels;                                                                 \
     k.pv_tile = ns::pv_tile;                                                                     \
     k.qk_panels_bf16 = generic::qk_panels_bf16;                                                  \
@@ -128,6 +129,7 @@ KernelTable make_avx512() {
   k.exp_sub_sum = avx512::exp_sub_sum;
   k.max_f32 = avx512::max_f32;
   k.argmax_f32 = avx512::argmax_f32;
+  k.pack_key_panels = avx512::pack_key_panels;
   if (cpu_features().avx512bf16) {  // Zen 4+, Cooper Lake, Sapphire Rapids+
     k.qk_panels_bf16 = avx512bf16::qk_panels_bf16;
     k.pv_tile_bf16 = avx512bf16::pv_tile_bf16;

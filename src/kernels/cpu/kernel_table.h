@@ -84,6 +84,7 @@ struct KernelTable {
   float (*exp_sub_sum)(float* x, int64_t n, float sub);
   float (*max_f32)(const float* x, int64_t n);
   int64_t (*argmax_f32)(const float* x, int64_t n);  // greedy sampling (ops.h)
+  void (*pack_key_panels)(const float* K, int n, int D, float* Kt);  // keys into panels of 16 (ops.h)
   // Prefill attention tiles (semantics in ops.h).
   void (*qk_panels)(const float* Q, int rows, int D, const float* Kt, int n_panels, float* S, int64_t lds);
   void (*pv_tile)(const float* P, int rows, int64_t ldp, const float* V, int n, int D, float* O);
