@@ -19,9 +19,12 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cctype>
 #include <limits>
+#include <memory>
+#include <span>
 #include <string>
 
 #include "core/error.h"
@@ -134,13 +137,25 @@ void matmul_decode(const KernelTable& k, const MatmulConfig& cfg, const TensorVi
 }
 
 // Q4_0 / Q8_0 weights repacked at load (packed_weights.h), every batch size: the activations are
-// prepared in the packed activation format, chunks of 16-row groups are handed out as in
+// prepared once in the packed activation format, chunks of 16-row groups are handed out as in
 // matmul_decode, and each chunk meets the token blocks in turn (the packed tile walks its groups
-// one by one, up to 8 tokens per pass).
-void matmul_packed(const KernelTable& k, const MatmulConfig& cfg, const PackedWeights& P, PackedTileFn tile,
-                   const float* x, int64_t n_tok, float* y, int64_t ldy, ThreadPool& pool, MatmulScratch& scratch) {
-  const int64_t rows = P.rows, cols = P.cols;
-  const int32_t offset = packed_layout(P.type).offset;
+// one by one, up to 8 tokens per pass). Several weights of one packed type over the same
+// activations (matmul_shared: a layer's Q, K and V) share the preparation and one parallel
+// section: their chunks are handed out from one queue. A row's result does not depend on the
+// chunking (a 16-row group is one tile call), so fused or not, the output is the same.
+struct PackedJob {
+  const PackedWeights* P;
+  float* y;
+  int64_t ldy;
+};
+
+void matmul_packed(const KernelTable& k, const MatmulConfig& cfg, std::span<const PackedJob> jobs, PackedTileFn tile,
+                   const float* x, int64_t n_tok, ThreadPool& pool, MatmulScratch& scratch) {
+  constexpr size_t kMaxJobs = 4;
+  KVS_ASSERT(!jobs.empty() && jobs.size() <= kMaxJobs);
+  const PackedWeights& P0 = *jobs[0].P;
+  const int64_t cols = P0.cols;
+  const int32_t offset = packed_layout(P0.type).offset;
   const size_t act_stride = (act_packed_bytes(cols) + 63) / 64 * 64;
   scratch.act.resize(act_stride * n_tok);
   uint8_t* act = scratch.act.data();  // [n_tok][act_stride bytes]
@@ -156,18 +171,31 @@ void matmul_packed(const KernelTable& k, const MatmulConfig& cfg, const PackedWe
     quantize(0, n_tok);
   const int64_t tb = n_tok <= 8 ? n_tok
                                 : std::clamp<int64_t>(kActBlockBytes / static_cast<int64_t>(act_stride) / 8 * 8, 8, n_tok);
-  int64_t chunk = (P.ngroups + 4 * pool.size() - 1) / (4 * pool.size());
-  if (tb < n_tok) chunk = std::min<int64_t>(chunk, kWeightChunkBytes / static_cast<int64_t>(P.group_stride));
+  int64_t groups = 0, macs = 0;
+  for (const PackedJob& j : jobs) {
+    KVS_ASSERT(j.P->type == P0.type && j.P->cols == cols && j.P->group_stride == P0.group_stride);
+    groups += j.P->ngroups;
+    macs += j.P->rows * cols * n_tok;
+  }
+  // ~4 chunks per thread over all the jobs' groups; with several token blocks, at most
+  // ~kWeightChunkBytes of weights per chunk. first[j]: job j's first chunk in the queue.
+  int64_t chunk = (groups + 4 * pool.size() - 1) / (4 * pool.size());
+  if (tb < n_tok) chunk = std::min<int64_t>(chunk, kWeightChunkBytes / static_cast<int64_t>(P0.group_stride));
   chunk = std::max<int64_t>(1, chunk);
-  ChunkQueue queue(P.ngroups, chunk);
-  run_parallel(pool, cfg, rows * cols * n_tok, [&](int, int) {
-    int64_t gb, ge;
-    while (queue.next(&gb, &ge)) {
-      const int64_t r0 = gb * kPackRows;
+  std::array<int64_t, kMaxJobs + 1> first{};
+  for (size_t j = 0; j < jobs.size(); ++j) first[j + 1] = first[j] + (jobs[j].P->ngroups + chunk - 1) / chunk;
+  ChunkQueue queue(first[jobs.size()], 1);
+  run_parallel(pool, cfg, macs, [&](int, int) {
+    int64_t c, ce;
+    while (queue.next(&c, &ce)) {
+      size_t j = 0;
+      while (c >= first[j + 1]) ++j;
+      const PackedWeights& P = *jobs[j].P;
+      const int64_t gb = (c - first[j]) * chunk, ge = std::min(P.ngroups, gb + chunk), r0 = gb * kPackRows;
       for (int64_t t0 = 0; t0 < n_tok; t0 += tb) {
         const int nt = static_cast<int>(std::min(tb, n_tok - t0));
-        tile(P.group(gb), P.group_stride, static_cast<int>(ge - gb), rows - r0, act + t0 * act_stride, act_stride, nt,
-             cols, y + t0 * ldy + r0, ldy);
+        tile(P.group(gb), P.group_stride, static_cast<int>(ge - gb), P.rows - r0, act + t0 * act_stride, act_stride, nt,
+             cols, jobs[j].y + t0 * jobs[j].ldy + r0, jobs[j].ldy);
       }
     }
   });
@@ -312,7 +340,8 @@ void matmul_with(const KernelTable& k, const MatmulConfig& cfg, const TensorView
   // original bytes.
   if (const PackedTileFn ptile = packed_tile_fn(k, W.type); ptile && cfg.path != MatmulPath::Prefill) {
     if (const auto packed = find_packed(W.data, rows, cols); packed && packed->type == W.type) {
-      matmul_packed(k, cfg, *packed, ptile, x, n_tok, y, ldy, pool, scratch);
+      const PackedJob job{packed.get(), y, ldy};
+      matmul_packed(k, cfg, std::span<const PackedJob>(&job, 1), ptile, x, n_tok, pool, scratch);
       return;
     }
   }
@@ -320,6 +349,43 @@ void matmul_with(const KernelTable& k, const MatmulConfig& cfg, const TensorView
     matmul_decode(k, cfg, W, x, n_tok, y, ldy, pool, scratch);
   else
     matmul_prefill(k, cfg, W, x, n_tok, y, ldy, pool, scratch);
+}
+
+void matmul_shared_with(const KernelTable& k, const MatmulConfig& cfg, std::span<const MatmulTarget> targets,
+                        const float* x, int64_t n_tok, ThreadPool& pool, MatmulScratch& scratch) {
+  // One section when every weight is repacked, of one type (its packed tile active), and the
+  // path is not forced to sgemm; otherwise one matmul after the other.
+  std::array<PackedJob, 4> jobs{};
+  std::array<std::shared_ptr<const PackedWeights>, 4> hold;  // find_packed's references, for the call
+  bool fused = targets.size() >= 2 && targets.size() <= jobs.size() && n_tok > 0 && cfg.path != MatmulPath::Prefill;
+  const PackedTileFn ptile = fused ? packed_tile_fn(k, targets[0].W->type) : nullptr;
+  fused = fused && ptile;
+  for (size_t i = 0; fused && i < targets.size(); ++i) {
+    const TensorView& W = *targets[i].W;
+    if (W.type != targets[0].W->type || !W.valid() || W.cols() != targets[0].W->cols() || W.rows() == 0) {
+      fused = false;
+      break;
+    }
+    hold[i] = find_packed(W.data, W.rows(), W.cols());
+    fused = hold[i] && hold[i]->type == W.type;
+    if (fused) {
+      const int64_t ldy = targets[i].ldy == 0 ? W.rows() : targets[i].ldy;
+      KVS_ASSERT(ldy >= W.rows());
+      jobs[i] = {hold[i].get(), targets[i].y, ldy};
+    }
+  }
+  if (!fused) {
+    for (const MatmulTarget& t : targets) matmul_with(k, cfg, *t.W, x, n_tok, t.y, pool, scratch, t.ldy);
+    return;
+  }
+  if (cfg.blas == BlasThreading::PoolPerThread) set_blas_threads(1);
+  matmul_packed(k, cfg, std::span<const PackedJob>(jobs.data(), targets.size()), ptile, x, n_tok, pool, scratch);
+}
+
+void matmul_shared(std::span<const MatmulTarget> targets, const float* x, int64_t n_tok, ThreadPool& pool,
+                   MatmulScratch& scratch) {
+  static const MatmulConfig kDefault{};
+  matmul_shared_with(active_kernels(), kDefault, targets, x, n_tok, pool, scratch);
 }
 
 const char* blas_core_name() {

@@ -34,6 +34,9 @@ void matmul_with(const KernelTable& k, const MatmulConfig& cfg, const TensorView
                  const float* x, int64_t n_tok, float* y, ThreadPool& pool,
                  MatmulScratch& scratch, int64_t ldy = 0);
 
+void matmul_shared_with(const KernelTable& k, const MatmulConfig& cfg, std::span<const MatmulTarget> targets,
+                        const float* x, int64_t n_tok, ThreadPool& pool, MatmulScratch& scratch);
+
 // The built-in decode/prefill crossover for a weight type and kernel table: the dot tiles when
 // n_tok < this, else dequantise + sgemm. Depends on whether OpenBLAS runs AVX-512 kernels
 // (blas_runs_avx512).

@@ -245,6 +245,81 @@ TEST_P(PackedMatmul, RegisteredWeightMatchesReference) {
       }
 }
 
+// matmul_shared (a layer's Q, K, V over the same activations): three registered weights of one
+// type share one activation conversion and one section on the tables with a packed tile. Each
+// output must match the type's scalar reference and be bit for bit what a separate matmul gives;
+// outputs with a row stride wider than the weight keep their padding; a set that cannot be fused
+// (types mixed, one weight not registered) runs one by one with the same results.
+TEST_P(PackedMatmul, SharedInputMatchesReferenceAndSeparateCalls) {
+  const KernelTable& k = test::table(GetParam());
+  ThreadPool pool(2);
+  const int64_t cols = 160, max_tok = 20;
+  const auto x = test::randn(max_tok * cols, 43);
+  struct Case {
+    DType types[3];
+    bool registered[3];
+  };
+  const Case cases[] = {{{DType::Q8_0, DType::Q8_0, DType::Q8_0}, {true, true, true}},
+                        {{DType::Q4_0, DType::Q4_0, DType::Q4_0}, {true, true, true}},
+                        {{DType::Q8_0, DType::Q4_0, DType::Q8_0}, {true, true, true}},
+                        {{DType::Q4_0, DType::Q4_0, DType::Q4_0}, {true, false, true}}};
+  const int64_t rows[3] = {100, 16, 37};
+  const int64_t ldy[3] = {100, 19, 37};  // the second output strided wider than its weight
+  for (const Case& c : cases) {
+    std::vector<uint8_t> w[3];
+    TensorView v[3];
+    for (int i = 0; i < 3; ++i) {
+      w[i] = random_rows(c.types[i], rows[i], cols, 50 + 10 * i);
+      v[i].name = "test.shared";
+      v[i].type = c.types[i];
+      v[i].n_dims = 2;
+      v[i].ne = {cols, rows[i], 1, 1};
+      v[i].data = w[i].data();
+      v[i].nbytes = w[i].size();
+      if (c.registered[i]) register_packed(v[i].data, pack_weights(c.types[i], w[i].data(), rows[i], cols));
+    }
+    struct Unregister {
+      const void* keys[3];
+      ~Unregister() {
+        for (const void* key : keys) unregister_packed(key);
+      }
+    } unregister_at_exit{{v[0].data, v[1].data, v[2].data}};
+    MatmulConfig cfg;
+    cfg.min_parallel_macs = 0;
+    MatmulScratch scratch;
+    for (int64_t n_tok : {1, 9, 20}) {
+      std::vector<float> fused[3], apart[3];
+      MatmulTarget targets[3];
+      for (int i = 0; i < 3; ++i) {
+        fused[i].assign(static_cast<size_t>(n_tok * ldy[i]), -3.0f);
+        apart[i].assign(fused[i].size(), -3.0f);
+        targets[i] = {&v[i], fused[i].data(), ldy[i]};
+      }
+      matmul_shared_with(k, cfg, targets, x.data(), n_tok, pool, scratch);
+      for (int i = 0; i < 3; ++i) matmul_with(k, cfg, v[i], x.data(), n_tok, apart[i].data(), pool, scratch, ldy[i]);
+      for (int i = 0; i < 3; ++i) {
+        const DType t = c.types[i];
+        const size_t abytes = ref::act_row_bytes(t, cols), rb = v[i].row_bytes();
+        std::vector<uint8_t> act(abytes);
+        for (int64_t tok = 0; tok < n_tok; ++tok) {
+          ref::prepare_act(t, x.data() + tok * cols, act.data(), cols);
+          for (int64_t r = 0; r < ldy[i]; ++r) {
+            const float got = fused[i][tok * ldy[i] + r];
+            ASSERT_EQ(got, apart[i][tok * ldy[i] + r]) << k.name << " weight " << i << " n_tok=" << n_tok << " t=" << tok
+                                                      << " r=" << r;
+            if (r >= rows[i]) {
+              ASSERT_EQ(got, -3.0f) << "padding written, weight " << i;
+              continue;
+            }
+            ASSERT_NEAR(got, ref::vec_dot(t, w[i].data() + r * rb, act.data(), cols), tol(t, w[i].data() + r * rb, act.data(), cols))
+                << k.name << " " << dtype_name(t) << " weight " << i << " n_tok=" << n_tok << " t=" << tok << " r=" << r;
+          }
+        }
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Kernels, PackedMatmul, test::all_paths(), test::path_name);
 
 TEST(PackedWeights, PackingFollowsTableAndEnv) {

@@ -32,11 +32,11 @@ void norm_rows(const Runtime& rt, const float* x, const TensorView& w, float* ou
 
 namespace {
 
-// a.q, a.k, a.v = W_q, W_k, W_v . a.xn over n rows (no bias).
+// a.q, a.k, a.v = W_q, W_k, W_v . a.xn over n rows (no bias): one parallel section and one
+// activation conversion for the three when they are repacked (kernels::matmul_shared).
 void project_qkv(const Runtime& rt, const LayerWeights& L, Activations& a, int n) {
-  kernels::matmul(L.wq, a.xn.data(), n, a.q.data(), rt.pool, rt.mm);
-  kernels::matmul(L.wk, a.xn.data(), n, a.k.data(), rt.pool, rt.mm);
-  kernels::matmul(L.wv, a.xn.data(), n, a.v.data(), rt.pool, rt.mm);
+  const kernels::MatmulTarget t[] = {{&L.wq, a.q.data()}, {&L.wk, a.k.data()}, {&L.wv, a.v.data()}};
+  kernels::matmul_shared(t, a.xn.data(), n, rt.pool, rt.mm);
 }
 
 // Row t of a.q, a.k, a.v += b_q, b_k, b_v when the layer has biases (else nothing).

@@ -65,8 +65,8 @@ void output_and_ffn(const Runtime& rt, Activations& a, int il, int rows) {
   // llama.cpp's CPU backend computes it (through an F16 table) when rt.shape.f16_compat, else in
   // F32 as transformers' gelu_pytorch_tanh.
   step::norm_rows(rt, a.x.data(), L.ffn_norm, a.xn.data(), rows);
-  kernels::matmul(L.ffn_gate, a.xn.data(), rows, a.ffn_gate.data(), rt.pool, rt.mm);
-  kernels::matmul(L.ffn_up, a.xn.data(), rows, a.ffn_up.data(), rt.pool, rt.mm);
+  const kernels::MatmulTarget gate_up[] = {{&L.ffn_gate, a.ffn_gate.data()}, {&L.ffn_up, a.ffn_up.data()}};
+  kernels::matmul_shared(gate_up, a.xn.data(), rows, rt.pool, rt.mm);
   for_rows(rt.pool, rows, [&](int t) {
     gelu_tanh_mul(a.ffn_gate.data() + static_cast<size_t>(t) * F, a.ffn_up.data() + static_cast<size_t>(t) * F, F,
                   rt.shape.f16_compat);

@@ -46,8 +46,8 @@ void output_and_ffn(const Runtime& rt, Activations& a, int il, int rows) {
   step::add_residual(rt, a, a.xn.data(), rows);
   // x = x + W_down . (silu(W_gate . m) * (W_up . m)),  m = ffn_norm(x)
   step::norm_rows(rt, a.x.data(), L.ffn_norm, a.xn.data(), rows);
-  kernels::matmul(L.ffn_gate, a.xn.data(), rows, a.ffn_gate.data(), rt.pool, rt.mm);
-  kernels::matmul(L.ffn_up, a.xn.data(), rows, a.ffn_up.data(), rt.pool, rt.mm);
+  const kernels::MatmulTarget gate_up[] = {{&L.ffn_gate, a.ffn_gate.data()}, {&L.ffn_up, a.ffn_up.data()}};
+  kernels::matmul_shared(gate_up, a.xn.data(), rows, rt.pool, rt.mm);
   for_rows(rt.pool, rows, [&](int t) {
     kernels::silu_mul(a.ffn_gate.data() + t * F, a.ffn_up.data() + t * F, static_cast<int64_t>(F));
   });
