@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iterator>
+#include <memory>
 #include <cstdlib>
 
 #include "core/error.h"
@@ -94,32 +95,49 @@ std::vector<std::vector<double>> brute_force(Engine& e, const KvCache& cache, Mo
   return best;
 }
 
+// The stories model with kStory prefilled (n_batch tokens per forward step; 0: the default) and
+// the probe KVzip's repeat pass runs on; scores(o) is the pair-level scoring with 4 sinks and
+// want(o) its brute force.
+struct Prefilled {
+  std::unique_ptr<Model> model = Model::load(test::stories_gguf());
+  Engine e;
+  std::vector<int32_t> ctx = model->tokenizer->encode(kStory, true, false);
+  std::unique_ptr<KvCache> cache;
+  std::unique_ptr<EngineProbe> probe;
+  explicit Prefilled(int n_batch = 0) : e(*model, params(n_batch)), cache(e.new_cache()) {
+    e.forward(*cache, ctx, Logits::None);
+    probe = std::make_unique<EngineProbe>(e, ctx);
+  }
+  static EngineParams params(int n_batch) {
+    EngineParams ep;
+    ep.n_threads = 2;
+    if (n_batch > 0) ep.n_batch = n_batch;
+    return ep;
+  }
+  Scores scores(const KvzipOptions& o) {
+    CompressRequest r;
+    r.sinks = 4;
+    const AttnShape shape = e.attn_shape();
+    const PressEnv env{*cache, shape, nullptr, e.pool(), r, probe.get(), nullptr};
+    return kvzip_pair_scores(env, o);
+  }
+  std::vector<std::vector<double>> want(const KvzipOptions& o) { return brute_force(e, *cache, *probe, ctx, o, 4); }
+};
+
 TEST(KvzipModel, ScoresEqualTheBruteForceMaxChunkedAndUnchunked) {
-  auto model = Model::load(test::stories_gguf());
-  EngineParams ep;
-  ep.n_threads = 2;
-  ep.n_batch = 16;  // the repeat pass reaches the observer in several batches per layer
-  Engine e(*model, ep);
-  const auto ctx = model->tokenizer->encode(kStory, true, false);
-  auto cache = e.new_cache();
-  e.forward(*cache, ctx, Logits::None);
-  EngineProbe probe(e, ctx);
+  Prefilled p(16);  // the repeat pass reaches the observer in several batches per layer
   for (int chunk : {2048, 23}) {
     for (bool sm_cache : {false, true}) {
       SCOPED_TRACE(::testing::Message() << "chunk " << chunk << " softmax_cache " << sm_cache);
       KvzipOptions o;
       o.chunk = chunk;
       o.softmax_cache = sm_cache;
-      CompressRequest r;
-      r.sinks = 4;
-      const AttnShape shape = e.attn_shape();
-      const PressEnv env{*cache, shape, nullptr, e.pool(), r, &probe, nullptr};
-      const Scores sc = kvzip_pair_scores(env, o);
-      const auto want = brute_force(e, *cache, probe, ctx, o, 4);
-      const KvLayout& l = cache->layout();
+      const Scores sc = p.scores(o);
+      const auto want = p.want(o);
+      const KvLayout& l = p.cache->layout();
       double worst = 0;
       for (int i = 0; i < l.n_heads_total(); ++i)
-        for (int32_t s = 4; s < cache->n_past(); ++s) {
+        for (int32_t s = 4; s < p.cache->n_past(); ++s) {
           const double g = sc.s[i][s], w = want[i][s];
           worst = std::max(worst, std::abs(g - w) / (1e-6 + w));
           ASSERT_NEAR(g, w, 2e-5 + 2e-4 * w) << "head " << i << " slot " << s;
@@ -128,7 +146,7 @@ TEST(KvzipModel, ScoresEqualTheBruteForceMaxChunkedAndUnchunked) {
       RecordProperty("worst_relative_error", std::to_string(worst));
     }
   }
-  EXPECT_EQ(cache->total_slots(), ctx.size() * cache->layout().n_heads_total());  // the probe's K/V are gone
+  EXPECT_EQ(p.cache->total_slots(), p.ctx.size() * p.cache->layout().n_heads_total());  // the probe's K/V are gone
 }
 
 // precision=bf16: the repeat pass's attention products (its forward and the scores) from BF16
@@ -137,14 +155,7 @@ TEST(KvzipModel, ScoresEqualTheBruteForceMaxChunkedAndUnchunked) {
 // keep ratio of 0.3 of every head would keep by the f32 brute force and by the BF16 scores
 // overlap by >= 90%. And they are not the f32 scores (the option reached the kernels).
 TEST(KvzipModel, Bf16ScoresStayCloseToTheF32BruteForce) {
-  auto model = Model::load(test::stories_gguf());
-  EngineParams ep;
-  ep.n_threads = 2;
-  Engine e(*model, ep);
-  const auto ctx = model->tokenizer->encode(kStory, true, false);
-  auto cache = e.new_cache();
-  e.forward(*cache, ctx, Logits::None);
-  EngineProbe probe(e, ctx);
+  Prefilled p;
   // Chunks of 23 (each row normalised over its own keys); one chunk covering the context and
   // softmax=cache (normalised by the forward's BF16 log-sum-exp).
   for (auto [chunk, sm_cache] : {std::pair{23, false}, std::pair{2048, false}, std::pair{23, true}}) {
@@ -152,16 +163,12 @@ TEST(KvzipModel, Bf16ScoresStayCloseToTheF32BruteForce) {
     KvzipOptions o;
     o.chunk = chunk;
     o.softmax_cache = sm_cache;
-    CompressRequest r;
-    r.sinks = 4;
-    const AttnShape shape = e.attn_shape();
-    const PressEnv env{*cache, shape, nullptr, e.pool(), r, &probe, nullptr};
-    const Scores f32 = kvzip_pair_scores(env, o);
+    const Scores f32 = p.scores(o);
     o.bf16 = true;
-    const Scores b16 = kvzip_pair_scores(env, o);
-    const auto want = brute_force(e, *cache, probe, ctx, o, 4);
-    const KvLayout& l = cache->layout();
-    const int32_t n = cache->n_past();
+    const Scores b16 = p.scores(o);
+    const auto want = p.want(o);
+    const KvLayout& l = p.cache->layout();
+    const int32_t n = p.cache->n_past();
     double worst = 0, mean = 0, differs = 0;
     size_t kept_both = 0, kept = 0, n_scores = 0;
     for (int i = 0; i < l.n_heads_total(); ++i) {
