@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/fp16.h"
+#include "attn_tile_shapes.h"
 #include "kernel_test_util.h"
 #include "kernels/cpu_features.h"
 #include "kernels/ops.h"
@@ -84,56 +85,46 @@ TEST_P(AttnTilesBf16, QkPanelsKnownAnswer) {
 }
 
 TEST_P(AttnTilesBf16, QkPanelsMatchReferenceOnRoundedOperands) {
-  for (int D : {8, 12, 32, 64, 80, 96, 128, 256}) {
-    for (int n : {1, 16, 17, 70, 130}) {
-      for (int rows : {1, 6, 7, 13, 40}) {
-        const uint32_t seed = static_cast<uint32_t>(D * 10000 + n * 100 + rows);
-        const auto Q = test::randn(static_cast<int64_t>(rows) * D, seed);
-        const auto K = test::randn(static_cast<int64_t>(n) * D, seed + 1);
-        std::vector<uint16_t> Kt(key_panels_floats(n, D));
-        pack_key_panels_bf16(K.data(), n, D, Kt.data());
-        const auto Qb = as_bf16(Q);
-        const int np = (n + 15) / 16, lds = np * 16 + 3;
-        std::vector<float> got(static_cast<size_t>(rows) * lds, -1.0f), want(got.size(), -1.0f);
-        k().qk_panels_bf16(Qb.data(), rows, D, Kt.data(), np, got.data(), lds);
-        const auto Qr = rounded(Q), Kr = rounded(K);
-        ref::qk_rows_f32(Qr.data(), rows, Kr.data(), n, D, 1.0f, want.data(), lds);
-        for (int r = 0; r < rows; ++r)
-          for (int j = 0; j < lds; ++j) {
-            const float w = j < n ? want[r * lds + j] : j < np * 16 ? 0.0f : -1.0f;
-            ASSERT_NEAR(got[r * lds + j], w, 2e-6f * D * (1 + std::abs(w)))
-                << "D=" << D << " n=" << n << " rows=" << rows << " r=" << r << " j=" << j;
-          }
+  test::for_each_tile_shape(test::kQkKeys, 0, [&](int D, int n, int rows, uint32_t seed) {
+    const auto Q = test::randn(static_cast<int64_t>(rows) * D, seed);
+    const auto K = test::randn(static_cast<int64_t>(n) * D, seed + 1);
+    std::vector<uint16_t> Kt(key_panels_floats(n, D));
+    pack_key_panels_bf16(K.data(), n, D, Kt.data());
+    const auto Qb = as_bf16(Q);
+    const int np = (n + 15) / 16, lds = np * 16 + 3;
+    std::vector<float> got(static_cast<size_t>(rows) * lds, -1.0f), want(got.size(), -1.0f);
+    k().qk_panels_bf16(Qb.data(), rows, D, Kt.data(), np, got.data(), lds);
+    const auto Qr = rounded(Q), Kr = rounded(K);
+    ref::qk_rows_f32(Qr.data(), rows, Kr.data(), n, D, 1.0f, want.data(), lds);
+    for (int r = 0; r < rows; ++r)
+      for (int j = 0; j < lds; ++j) {
+        const float w = j < n ? want[r * lds + j] : j < np * 16 ? 0.0f : -1.0f;
+        ASSERT_NEAR(got[r * lds + j], w, 2e-6f * D * (1 + std::abs(w)))
+            << "D=" << D << " n=" << n << " rows=" << rows << " r=" << r << " j=" << j;
       }
-    }
-  }
+  });
 }
 
 TEST_P(AttnTilesBf16, PvTileMatchReferenceOnRoundedOperands) {
-  for (int D : {8, 12, 32, 64, 80, 96, 128, 256}) {
-    for (int n : {1, 2, 16, 17, 70, 71}) {
-      for (int rows : {1, 6, 7, 13, 40}) {
-        const uint32_t seed = static_cast<uint32_t>(7 + D * 10000 + n * 100 + rows);
-        const int ldp = n + 5;
-        auto P = test::randn(static_cast<int64_t>(rows) * ldp, seed);
-        for (auto& p : P) p = std::abs(p);
-        for (int r = 0; r < rows; r += 2) P[r * ldp] = 0.0f;  // masked probabilities are exact zeros
-        auto Pb = as_bf16(P);
-        // Elements past n must not be read: a NaN there would poison the sums.
-        for (int r = 0; r < rows; ++r) Pb[r * ldp + n] = 0x7FC0;
-        const auto V = test::randn(static_cast<int64_t>(n) * D, seed + 1);
-        std::vector<uint16_t> Vp(static_cast<size_t>((n + 1) / 2) * 2 * D, 0xFFFF);
-        pack_value_pairs_bf16(V.data(), n, D, Vp.data());
-        std::vector<float> got(static_cast<size_t>(rows) * D, 0.25f), want(got.size(), 0.25f);  // accumulates
-        k().pv_tile_bf16(Pb.data(), rows, ldp, Vp.data(), n, D, got.data());
-        const auto Pr = rounded(P), Vr = rounded(V);
-        ref::pv_rows_f32(Pr.data(), rows, ldp, Vr.data(), n, D, want.data());
-        for (size_t i = 0; i < got.size(); ++i)
-          ASSERT_NEAR(got[i], want[i], 2e-6f * n * (1 + std::abs(want[i])))
-              << "D=" << D << " n=" << n << " rows=" << rows << " i=" << i;
-      }
-    }
-  }
+  test::for_each_tile_shape(test::kPvKeys, 7, [&](int D, int n, int rows, uint32_t seed) {
+    const int ldp = n + 5;
+    auto P = test::randn(static_cast<int64_t>(rows) * ldp, seed);
+    for (auto& p : P) p = std::abs(p);
+    for (int r = 0; r < rows; r += 2) P[r * ldp] = 0.0f;  // masked probabilities are exact zeros
+    auto Pb = as_bf16(P);
+    // Elements past n must not be read: a NaN there would poison the sums.
+    for (int r = 0; r < rows; ++r) Pb[r * ldp + n] = 0x7FC0;
+    const auto V = test::randn(static_cast<int64_t>(n) * D, seed + 1);
+    std::vector<uint16_t> Vp(static_cast<size_t>((n + 1) / 2) * 2 * D, 0xFFFF);
+    pack_value_pairs_bf16(V.data(), n, D, Vp.data());
+    std::vector<float> got(static_cast<size_t>(rows) * D, 0.25f), want(got.size(), 0.25f);  // accumulates
+    k().pv_tile_bf16(Pb.data(), rows, ldp, Vp.data(), n, D, got.data());
+    const auto Pr = rounded(P), Vr = rounded(V);
+    ref::pv_rows_f32(Pr.data(), rows, ldp, Vr.data(), n, D, want.data());
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_NEAR(got[i], want[i], 2e-6f * n * (1 + std::abs(want[i])))
+          << "D=" << D << " n=" << n << " rows=" << rows << " i=" << i;
+  });
 }
 
 // exp rounded to BF16, against exp in double: every output within one BF16 rounding of the exact

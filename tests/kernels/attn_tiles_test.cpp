@@ -8,6 +8,7 @@
 #include <cmath>
 #include <vector>
 
+#include "attn_tile_shapes.h"
 #include "kernel_test_util.h"
 #include "kernels/ops.h"
 #include "kernels/ref/ref.h"
@@ -67,48 +68,38 @@ TEST_P(AttnTiles, PackKeyPanelsByIndex) {
 }
 
 TEST_P(AttnTiles, QkPanelsMatchReference) {
-  for (int D : {8, 12, 32, 64, 80, 96, 128, 256}) {
-    for (int n : {1, 16, 17, 70, 130}) {
-      for (int rows : {1, 6, 7, 13, 40}) {
-        const uint32_t seed = static_cast<uint32_t>(D * 10000 + n * 100 + rows);
-        const auto Q = test::randn(static_cast<int64_t>(rows) * D, seed);
-        const auto K = test::randn(static_cast<int64_t>(n) * D, seed + 1);
-        std::vector<float> Kt(key_panels_floats(n, D));
-        pack_key_panels(K.data(), n, D, Kt.data());
-        const int np = (n + 15) / 16, lds = np * 16 + 3;
-        std::vector<float> got(static_cast<size_t>(rows) * lds, -1.0f), want(got.size(), -1.0f);
-        k().qk_panels(Q.data(), rows, D, Kt.data(), np, got.data(), lds);
-        ref::qk_rows_f32(Q.data(), rows, K.data(), n, D, 1.0f, want.data(), lds);
-        for (int r = 0; r < rows; ++r)
-          for (int j = 0; j < lds; ++j) {
-            const float w = j < n ? want[r * lds + j] : j < np * 16 ? 0.0f : -1.0f;
-            ASSERT_NEAR(got[r * lds + j], w, 2e-6f * D * (1 + std::abs(w))) << "D=" << D << " n=" << n << " rows=" << rows
-                                                                              << " r=" << r << " j=" << j;
-          }
+  test::for_each_tile_shape(test::kQkKeys, 0, [&](int D, int n, int rows, uint32_t seed) {
+    const auto Q = test::randn(static_cast<int64_t>(rows) * D, seed);
+    const auto K = test::randn(static_cast<int64_t>(n) * D, seed + 1);
+    std::vector<float> Kt(key_panels_floats(n, D));
+    pack_key_panels(K.data(), n, D, Kt.data());
+    const int np = (n + 15) / 16, lds = np * 16 + 3;
+    std::vector<float> got(static_cast<size_t>(rows) * lds, -1.0f), want(got.size(), -1.0f);
+    k().qk_panels(Q.data(), rows, D, Kt.data(), np, got.data(), lds);
+    ref::qk_rows_f32(Q.data(), rows, K.data(), n, D, 1.0f, want.data(), lds);
+    for (int r = 0; r < rows; ++r)
+      for (int j = 0; j < lds; ++j) {
+        const float w = j < n ? want[r * lds + j] : j < np * 16 ? 0.0f : -1.0f;
+        ASSERT_NEAR(got[r * lds + j], w, 2e-6f * D * (1 + std::abs(w)))
+            << "D=" << D << " n=" << n << " rows=" << rows << " r=" << r << " j=" << j;
       }
-    }
-  }
+  });
 }
 
 TEST_P(AttnTiles, PvTileMatchReference) {
-  for (int D : {8, 12, 32, 64, 80, 96, 128, 256}) {
-    for (int n : {1, 16, 17, 70}) {
-      for (int rows : {1, 6, 7, 13, 40}) {
-        const uint32_t seed = static_cast<uint32_t>(7 + D * 10000 + n * 100 + rows);
-        const int ldp = n + 5;
-        auto P = test::randn(static_cast<int64_t>(rows) * ldp, seed);
-        for (auto& p : P) p = std::abs(p);
-        for (int r = 0; r < rows; r += 2) P[r * ldp] = 0.0f;  // masked probabilities are exact zeros
-        const auto V = test::randn(static_cast<int64_t>(n) * D, seed + 1);
-        std::vector<float> got(static_cast<size_t>(rows) * D, 0.25f), want(got.size(), 0.25f);  // accumulates
-        k().pv_tile(P.data(), rows, ldp, V.data(), n, D, got.data());
-        ref::pv_rows_f32(P.data(), rows, ldp, V.data(), n, D, want.data());
-        for (size_t i = 0; i < got.size(); ++i)
-          ASSERT_NEAR(got[i], want[i], 2e-6f * n * (1 + std::abs(want[i]))) << "D=" << D << " n=" << n << " rows=" << rows
-                                                                           << " i=" << i;
-      }
-    }
-  }
+  test::for_each_tile_shape(test::kPvKeys, 7, [&](int D, int n, int rows, uint32_t seed) {
+    const int ldp = n + 5;
+    auto P = test::randn(static_cast<int64_t>(rows) * ldp, seed);
+    for (auto& p : P) p = std::abs(p);
+    for (int r = 0; r < rows; r += 2) P[r * ldp] = 0.0f;  // masked probabilities are exact zeros
+    const auto V = test::randn(static_cast<int64_t>(n) * D, seed + 1);
+    std::vector<float> got(static_cast<size_t>(rows) * D, 0.25f), want(got.size(), 0.25f);  // accumulates
+    k().pv_tile(P.data(), rows, ldp, V.data(), n, D, got.data());
+    ref::pv_rows_f32(P.data(), rows, ldp, V.data(), n, D, want.data());
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_NEAR(got[i], want[i], 2e-6f * n * (1 + std::abs(want[i])))
+          << "D=" << D << " n=" << n << " rows=" << rows << " i=" << i;
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, AttnTiles, test::all_paths(), test::path_name);
