@@ -278,15 +278,15 @@ void load_key_block(const KvCache& c, int layer, int kvh, int32_t s0, int32_t n,
 void attention_prefill(const KvCache& c, int layer, const AttnShape& s, const float* q, const int32_t* qpos,
                        int n_tok, float* out, float* lse, ThreadPool& pool, AttnScratch& scr) {
   const int H = s.n_head, Hkv = s.n_head_kv, D = s.head_dim, G = H / Hkv;
-  // Every KV head's visible slots: [W, W + L) (W: the first query's window start, 0 without a window).
+  // Every KV head's visible slots: [W, W + L) (W: the first query's window start, 0 without a
+  // window); Lmax: the largest L.
   const int32_t window = s.window(layer);
-  std::vector<int32_t> L(static_cast<size_t>(Hkv)), W(static_cast<size_t>(Hkv));
+  std::vector<int32_t> W(static_cast<size_t>(Hkv));
   int32_t Lmax = 0;
   for (int kvh = 0; kvh < Hkv; ++kvh) {
     const int32_t end = visible_prefix(c.head(layer, kvh), qpos[n_tok - 1]);
     W[kvh] = std::min(end, window_start(c.head(layer, kvh), qpos[0], window));
-    L[kvh] = end - W[kvh];
-    Lmax = std::max(Lmax, L[kvh]);
+    Lmax = std::max(Lmax, end - W[kvh]);
   }
   const bool bf16 = s.bf16_active();
 
