@@ -310,6 +310,16 @@ int64_t default_decode_max_tok(const KernelTable& k, DType wtype) {
   }
 }
 
+namespace {
+// W's repacked copy when matmul runs it (registered by the model loader for a type whose packed
+// tile the table has, and the path not forced to sgemm — which reads the original bytes); else null.
+std::shared_ptr<const PackedWeights> usable_packed(const KernelTable& k, const MatmulConfig& cfg, const TensorView& W) {
+  if (cfg.path == MatmulPath::Prefill || !packed_tile_fn(k, W.type)) return nullptr;
+  auto packed = find_packed(W.data, W.rows(), W.cols());
+  return packed && packed->type == W.type ? packed : nullptr;
+}
+}  // namespace
+
 void matmul_with(const KernelTable& k, const MatmulConfig& cfg, const TensorView& W,
                  const float* x, int64_t n_tok, float* y, ThreadPool& pool,
                  MatmulScratch& scratch, int64_t ldy) {
@@ -335,15 +345,11 @@ void matmul_with(const KernelTable& k, const MatmulConfig& cfg, const TensorView
   // from inside pool tasks, where OpenBLAS's own threads would compete with ours (and spin in
   // exec_blas_async). (The attention itself runs on the kernel tables' tiles, no BLAS.)
   if (cfg.blas == BlasThreading::PoolPerThread) set_blas_threads(1);
-  // Repacked Q4_0 / Q8_0 (registered by the model loader when the active table has the type's
-  // packed tile) runs the packed tile in decode and prefill alike; a forced sgemm prefill reads the
-  // original bytes.
-  if (const PackedTileFn ptile = packed_tile_fn(k, W.type); ptile && cfg.path != MatmulPath::Prefill) {
-    if (const auto packed = find_packed(W.data, rows, cols); packed && packed->type == W.type) {
-      const PackedJob job{packed.get(), y, ldy};
-      matmul_packed(k, cfg, std::span<const PackedJob>(&job, 1), ptile, x, n_tok, pool, scratch);
-      return;
-    }
+  // Repacked Q4_0 / Q8_0 runs the packed tile in decode and prefill alike.
+  if (const auto packed = usable_packed(k, cfg, W)) {
+    const PackedJob job{packed.get(), y, ldy};
+    matmul_packed(k, cfg, std::span<const PackedJob>(&job, 1), packed_tile_fn(k, W.type), x, n_tok, pool, scratch);
+    return;
   }
   if (decode)
     matmul_decode(k, cfg, W, x, n_tok, y, ldy, pool, scratch);
@@ -353,21 +359,15 @@ void matmul_with(const KernelTable& k, const MatmulConfig& cfg, const TensorView
 
 void matmul_shared_with(const KernelTable& k, const MatmulConfig& cfg, std::span<const MatmulTarget> targets,
                         const float* x, int64_t n_tok, ThreadPool& pool, MatmulScratch& scratch) {
-  // One section when every weight is repacked, of one type (its packed tile active), and the
-  // path is not forced to sgemm; otherwise one matmul after the other.
+  // One section when every weight is repacked (usable_packed), of one type and one input width;
+  // otherwise one matmul after the other.
   std::array<PackedJob, 4> jobs{};
-  std::array<std::shared_ptr<const PackedWeights>, 4> hold;  // find_packed's references, for the call
-  bool fused = targets.size() >= 2 && targets.size() <= jobs.size() && n_tok > 0 && cfg.path != MatmulPath::Prefill;
-  const PackedTileFn ptile = fused ? packed_tile_fn(k, targets[0].W->type) : nullptr;
-  fused = fused && ptile;
+  std::array<std::shared_ptr<const PackedWeights>, 4> hold;  // usable_packed's references, for the call
+  bool fused = targets.size() >= 2 && targets.size() <= jobs.size() && n_tok > 0;
   for (size_t i = 0; fused && i < targets.size(); ++i) {
     const TensorView& W = *targets[i].W;
-    if (W.type != targets[0].W->type || !W.valid() || W.cols() != targets[0].W->cols() || W.rows() == 0) {
-      fused = false;
-      break;
-    }
-    hold[i] = find_packed(W.data, W.rows(), W.cols());
-    fused = hold[i] && hold[i]->type == W.type;
+    fused = W.valid() && W.rows() > 0 && W.type == targets[0].W->type && W.cols() == targets[0].W->cols() &&
+            (hold[i] = usable_packed(k, cfg, W)) != nullptr;
     if (fused) {
       const int64_t ldy = targets[i].ldy == 0 ? W.rows() : targets[i].ldy;
       KVS_ASSERT(ldy >= W.rows());
@@ -379,7 +379,8 @@ void matmul_shared_with(const KernelTable& k, const MatmulConfig& cfg, std::span
     return;
   }
   if (cfg.blas == BlasThreading::PoolPerThread) set_blas_threads(1);
-  matmul_packed(k, cfg, std::span<const PackedJob>(jobs.data(), targets.size()), ptile, x, n_tok, pool, scratch);
+  matmul_packed(k, cfg, std::span<const PackedJob>(jobs.data(), targets.size()), packed_tile_fn(k, targets[0].W->type),
+                x, n_tok, pool, scratch);
 }
 
 void matmul_shared(std::span<const MatmulTarget> targets, const float* x, int64_t n_tok, ThreadPool& pool,
