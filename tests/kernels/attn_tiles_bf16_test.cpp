@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/fp16.h"
-#include "attn_tile_shapes.h"
+#include "attn_tile_test_util.h"
 #include "kernel_test_util.h"
 #include "kernels/cpu_features.h"
 #include "kernels/ops.h"
@@ -96,21 +96,14 @@ TEST_P(AttnTilesBf16, QkPanelsMatchReferenceOnRoundedOperands) {
     k().qk_panels_bf16(Qb.data(), rows, D, Kt.data(), np, got.data(), lds);
     const auto Qr = rounded(Q), Kr = rounded(K);
     ref::qk_rows_f32(Qr.data(), rows, Kr.data(), n, D, 1.0f, want.data(), lds);
-    for (int r = 0; r < rows; ++r)
-      for (int j = 0; j < lds; ++j) {
-        const float w = j < n ? want[r * lds + j] : j < np * 16 ? 0.0f : -1.0f;
-        ASSERT_NEAR(got[r * lds + j], w, 2e-6f * D * (1 + std::abs(w)))
-            << "D=" << D << " n=" << n << " rows=" << rows << " r=" << r << " j=" << j;
-      }
+    test::expect_qk_scores(got, want, D, n, rows, lds);
   });
 }
 
 TEST_P(AttnTilesBf16, PvTileMatchReferenceOnRoundedOperands) {
   test::for_each_tile_shape(test::kPvKeys, 7, [&](int D, int n, int rows, uint32_t seed) {
     const int ldp = n + 5;
-    auto P = test::randn(static_cast<int64_t>(rows) * ldp, seed);
-    for (auto& p : P) p = std::abs(p);
-    for (int r = 0; r < rows; r += 2) P[r * ldp] = 0.0f;  // masked probabilities are exact zeros
+    const auto P = test::tile_probabilities(rows, ldp, seed);
     auto Pb = as_bf16(P);
     // Elements past n must not be read: a NaN there would poison the sums.
     for (int r = 0; r < rows; ++r) Pb[r * ldp + n] = 0x7FC0;
@@ -121,9 +114,7 @@ TEST_P(AttnTilesBf16, PvTileMatchReferenceOnRoundedOperands) {
     k().pv_tile_bf16(Pb.data(), rows, ldp, Vp.data(), n, D, got.data());
     const auto Pr = rounded(P), Vr = rounded(V);
     ref::pv_rows_f32(Pr.data(), rows, ldp, Vr.data(), n, D, want.data());
-    for (size_t i = 0; i < got.size(); ++i)
-      ASSERT_NEAR(got[i], want[i], 2e-6f * n * (1 + std::abs(want[i])))
-          << "D=" << D << " n=" << n << " rows=" << rows << " i=" << i;
+    test::expect_pv_acc(got, want, D, n, rows);
   });
 }
 
@@ -148,7 +139,9 @@ TEST_P(AttnTilesBf16, ExpSubSumBf16MatchesExpInDouble) {
       ASSERT_NEAR(bf16_to_fp32(y[i]), e_kept, 0x1p-8 * e_kept) << "n=" << n << " i=" << i << " x=" << x[i];
     }
     EXPECT_EQ(y[0], 0) << "exp(-inf)";
-    if (n > 3) EXPECT_EQ(y[3], 0) << "exp(-102.5)";
+    if (n > 3) {
+      EXPECT_EQ(y[3], 0) << "exp(-102.5)";
+    }
     EXPECT_EQ(y[static_cast<size_t>(n)], 0xABCD) << "wrote past n";
     EXPECT_NEAR(sum, want_sum, 1e-5 * want_sum) << "n=" << n;
   }
@@ -172,7 +165,9 @@ INSTANTIATE_TEST_SUITE_P(Kernels, AttnTilesBf16, test::all_paths(), test::path_n
 TEST(AttnTilesBf16Front, NativeOnlyWithAvx512Bf16) {
   EXPECT_FALSE(generic_kernels().native_bf16);
   EXPECT_FALSE(avx2_kernels().native_bf16);
-  if (test::avx512_available()) EXPECT_EQ(avx512_kernels().native_bf16, cpu_features().avx512bf16);
+  if (test::avx512_available()) {
+    EXPECT_EQ(avx512_kernels().native_bf16, cpu_features().avx512bf16);
+  }
   EXPECT_EQ(native_bf16(), active_kernels().native_bf16);
 }
 

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <vector>
 
-#include "attn_tile_shapes.h"
+#include "attn_tile_test_util.h"
 #include "kernel_test_util.h"
 #include "kernels/ops.h"
 #include "kernels/ref/ref.h"
@@ -77,28 +77,19 @@ TEST_P(AttnTiles, QkPanelsMatchReference) {
     std::vector<float> got(static_cast<size_t>(rows) * lds, -1.0f), want(got.size(), -1.0f);
     k().qk_panels(Q.data(), rows, D, Kt.data(), np, got.data(), lds);
     ref::qk_rows_f32(Q.data(), rows, K.data(), n, D, 1.0f, want.data(), lds);
-    for (int r = 0; r < rows; ++r)
-      for (int j = 0; j < lds; ++j) {
-        const float w = j < n ? want[r * lds + j] : j < np * 16 ? 0.0f : -1.0f;
-        ASSERT_NEAR(got[r * lds + j], w, 2e-6f * D * (1 + std::abs(w)))
-            << "D=" << D << " n=" << n << " rows=" << rows << " r=" << r << " j=" << j;
-      }
+    test::expect_qk_scores(got, want, D, n, rows, lds);
   });
 }
 
 TEST_P(AttnTiles, PvTileMatchReference) {
   test::for_each_tile_shape(test::kPvKeys, 7, [&](int D, int n, int rows, uint32_t seed) {
     const int ldp = n + 5;
-    auto P = test::randn(static_cast<int64_t>(rows) * ldp, seed);
-    for (auto& p : P) p = std::abs(p);
-    for (int r = 0; r < rows; r += 2) P[r * ldp] = 0.0f;  // masked probabilities are exact zeros
+    const auto P = test::tile_probabilities(rows, ldp, seed);
     const auto V = test::randn(static_cast<int64_t>(n) * D, seed + 1);
     std::vector<float> got(static_cast<size_t>(rows) * D, 0.25f), want(got.size(), 0.25f);  // accumulates
     k().pv_tile(P.data(), rows, ldp, V.data(), n, D, got.data());
     ref::pv_rows_f32(P.data(), rows, ldp, V.data(), n, D, want.data());
-    for (size_t i = 0; i < got.size(); ++i)
-      ASSERT_NEAR(got[i], want[i], 2e-6f * n * (1 + std::abs(want[i])))
-          << "D=" << D << " n=" << n << " rows=" << rows << " i=" << i;
+    test::expect_pv_acc(got, want, D, n, rows);
   });
 }
 
