@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+
+#include "api_test_util.h"
 
 namespace {
 
@@ -18,12 +18,7 @@ const std::string kQuestion =
     "What is the special magic number for quiet-harbor mentioned in the provided text? The special magic number for "
     "quiet-harbor mentioned in the provided text is";
 
-std::string needle_context() {
-  std::ifstream in(std::string(KVS_SOURCE_DIR) + "/eval/examples/needle_context.txt");
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using kvs_api_test::needle_context;
 
 std::string tmp_path(const std::string& name) {
   const auto dir = std::filesystem::path(KVS_BINARY_DIR) / "test_tmp" / "api";

@@ -15,20 +15,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <map>
-#include <sstream>
+
+#include "api_test_util.h"
 
 namespace {
 
 const std::string kModel = std::string(KVS_SOURCE_DIR) + "/testbed/models/v8s1";
 
-std::string needle_context() {
-  std::ifstream in(std::string(KVS_SOURCE_DIR) + "/eval/examples/needle_context.txt");
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using kvs_api_test::needle_context;
 
 kvshrink::Model& model(const std::string& kv_type) {
   static std::map<std::string, kvshrink::Model> models;
