@@ -168,30 +168,9 @@ void pv_tile(const float* P, int rows, int64_t ldp, const float* V, int n, int D
 }
 float max_f32(const float* x, int64_t n) { return active_kernels().max_f32(x, n); }
 int64_t argmax_f32(const float* x, int64_t n) { return active_kernels().argmax_f32(x, n); }
-void pack_key_panels_bf16(const float* K, int n, int D, uint16_t* Kt) {
-  KVS_ASSERT(D % 2 == 0);
-  const int np = (n + kKeyPanel - 1) / kKeyPanel;
-  for (int p = 0; p < np; ++p) {
-    uint16_t* dst = Kt + static_cast<int64_t>(p) * D * kKeyPanel;  // [D / 2][16][2]
-    const int m = std::min(kKeyPanel, n - p * kKeyPanel);
-    for (int d = 0; d < D; ++d) {
-      uint16_t* col = dst + (d / 2) * 2 * kKeyPanel + d % 2;  // key l at col[2 l]
-      for (int l = 0; l < m; ++l) col[2 * l] = fp32_to_bf16(K[static_cast<int64_t>(p * kKeyPanel + l) * D + d]);
-      for (int l = m; l < kKeyPanel; ++l) col[2 * l] = 0;
-    }
-  }
-}
+void pack_key_panels_bf16(const float* K, int n, int D, uint16_t* Kt) { active_kernels().pack_key_panels_bf16(K, n, D, Kt); }
 void pack_value_pairs_bf16(const float* V, int n, int D, uint16_t* Vp) {
-  KVS_ASSERT(D % 2 == 0);
-  for (int j = 0; j < n; ++j) {
-    const float* v = V + static_cast<int64_t>(j) * D;
-    uint16_t* dst = Vp + static_cast<int64_t>(j / 2) * 2 * D + j % 2;
-    for (int d = 0; d < D; ++d) dst[2 * d] = fp32_to_bf16(v[d]);
-  }
-  if (n % 2 == 1) {
-    uint16_t* dst = Vp + static_cast<int64_t>(n / 2) * 2 * D + 1;
-    for (int d = 0; d < D; ++d) dst[2 * d] = 0;
-  }
+  active_kernels().pack_value_pairs_bf16(V, n, D, Vp);
 }
 void to_bf16(const float* x, uint16_t* y, int64_t n) { active_kernels().to_bf16(x, y, n); }
 void qk_panels_bf16(const uint16_t* Q, int rows, int D, const uint16_t* Kt, int n_panels, float* S, int64_t lds) {

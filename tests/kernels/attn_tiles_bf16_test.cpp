@@ -147,6 +147,36 @@ TEST_P(AttnTilesBf16, ExpSubSumBf16MatchesExpInDouble) {
   }
 }
 
+// Each table's BF16 packings (the AVX512_BF16 ones transpose and interleave in registers) against
+// their index formulas with core's rounding: key j's dim d at (j / 16) 16 D + (d / 2) 32 +
+// (j % 16) 2 + d % 2, padding keys 0; value j's dim d at (j / 2) 2 D + 2 d + j % 2, an odd n's
+// last pair padded with 0; nothing written past either.
+TEST_P(AttnTilesBf16, PackingsByIndex) {
+  for (int D : {8, 12, 16, 64, 80, 128}) {
+    for (int n : {1, 15, 16, 17, 33, 64}) {
+      const auto X = test::randn(static_cast<int64_t>(n) * D, static_cast<uint32_t>(D * 100 + n));
+      const size_t klen = key_panels_floats(n, D), vlen = static_cast<size_t>((n + 1) / 2) * 2 * D;
+      std::vector<uint16_t> Kt(klen + 21, 0xABCD), Vp(vlen + 21, 0xABCD);
+      k().pack_key_panels_bf16(X.data(), n, D, Kt.data());
+      k().pack_value_pairs_bf16(X.data(), n, D, Vp.data());
+      for (size_t i = 0; i < klen; ++i) {
+        const int j = static_cast<int>(i / (16 * static_cast<size_t>(D))) * 16 + static_cast<int>(i % 32 / 2);
+        const int d = static_cast<int>(i % (16 * static_cast<size_t>(D)) / 32 * 2 + i % 2);
+        const uint16_t want = j < n ? fp32_to_bf16(X[static_cast<size_t>(j) * D + d]) : uint16_t{0};
+        ASSERT_EQ(Kt[i], want) << "keys D=" << D << " n=" << n << " key " << j << " dim " << d;
+      }
+      for (size_t i = 0; i < vlen; ++i) {
+        const int j = static_cast<int>(i / (2 * static_cast<size_t>(D))) * 2 + static_cast<int>(i % 2);
+        const int d = static_cast<int>(i % (2 * static_cast<size_t>(D)) / 2);
+        const uint16_t want = j < n ? fp32_to_bf16(X[static_cast<size_t>(j) * D + d]) : uint16_t{0};
+        ASSERT_EQ(Vp[i], want) << "values D=" << D << " n=" << n << " key " << j << " dim " << d;
+      }
+      for (size_t i = klen; i < Kt.size(); ++i) ASSERT_EQ(Kt[i], 0xABCD) << "keys written past, D=" << D << " n=" << n;
+      for (size_t i = vlen; i < Vp.size(); ++i) ASSERT_EQ(Vp[i], 0xABCD) << "values written past, D=" << D << " n=" << n;
+    }
+  }
+}
+
 // Value pairs by hand: key j's dim d at (j / 2) * 2D + 2d + j % 2; odd n pads the last pair with 0.
 TEST(AttnTilesBf16Layout, ValuePairs) {
   constexpr int D = 4, n = 3;

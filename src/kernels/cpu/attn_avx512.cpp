@@ -45,8 +45,7 @@ struct Simd {
   static __m128 sum4(vec a, vec b, vec c, vec d) {
     const __m512 ab = _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));  // per lane: a02 b02 a13 b13
     const __m512 cd = _mm512_add_ps(_mm512_unpacklo_ps(c, d), _mm512_unpackhi_ps(c, d));
-    const __m512 abcd = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(ab), _mm512_castps_pd(cd))),
-                                      _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(ab), _mm512_castps_pd(cd))));
+    const __m512 abcd = _mm512_add_ps(unpacklo_pairs(ab, cd), unpackhi_pairs(ab, cd));
     const __m512 h = _mm512_add_ps(abcd, _mm512_shuffle_f32x4(abcd, abcd, _MM_SHUFFLE(1, 0, 3, 2)));
     const __m512 s = _mm512_add_ps(h, _mm512_shuffle_f32x4(h, h, _MM_SHUFFLE(2, 3, 0, 1)));
     return _mm512_castps512_ps128(s);
@@ -132,40 +131,8 @@ void pv_tile(const float* P, int rows, int64_t ldp, const float* V, int n, int D
 }
 
 // Keys into panels of 16 (ops.h): per 16 keys x 16 dims, 16 row loads, a 16 x 16 transposition
-// in registers (64 shuffles) and 16 column stores; the element loop of the portable version cost
-// the prefill attention 4% of its time once it packed each key block per query block.
-namespace {
-// r[l] = row l (16 floats) -> r[c] = column c {row 0 [c], ..., row 15 [c]}.
-inline void transpose16(__m512 r[16]) {
-  __m512 t[16];
-  // t[2i] per 128-bit lane k: {r2i[4k], r2i+1[4k], r2i[4k+1], r2i+1[4k+1]}; t[2i+1]: the same for 4k+2, 4k+3.
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  // u[4g + j] per lane k: rows 4g .. 4g + 3 at column 4k + j.
-  __m512 u[16];
-  auto lo = [](__m512 a, __m512 b) { return _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a), _mm512_castps_pd(b))); };
-  auto hi = [](__m512 a, __m512 b) { return _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a), _mm512_castps_pd(b))); };
-  for (int g = 0; g < 4; ++g) {
-    u[4 * g] = lo(t[4 * g], t[4 * g + 2]);
-    u[4 * g + 1] = hi(t[4 * g], t[4 * g + 2]);
-    u[4 * g + 2] = lo(t[4 * g + 1], t[4 * g + 3]);
-    u[4 * g + 3] = hi(t[4 * g + 1], t[4 * g + 3]);
-  }
-  // Column 4k + j = lanes {u[j] k, u[4 + j] k, u[8 + j] k, u[12 + j] k}.
-  for (int j = 0; j < 4; ++j) {
-    const __m512 v0 = _mm512_shuffle_f32x4(u[j], u[4 + j], _MM_SHUFFLE(2, 0, 2, 0));   // lanes 0, 2
-    const __m512 v1 = _mm512_shuffle_f32x4(u[j], u[4 + j], _MM_SHUFFLE(3, 1, 3, 1));   // lanes 1, 3
-    const __m512 w0 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], _MM_SHUFFLE(2, 0, 2, 0));
-    const __m512 w1 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], _MM_SHUFFLE(3, 1, 3, 1));
-    r[j] = _mm512_shuffle_f32x4(v0, w0, _MM_SHUFFLE(2, 0, 2, 0));       // k = 0
-    r[8 + j] = _mm512_shuffle_f32x4(v0, w0, _MM_SHUFFLE(3, 1, 3, 1));   // k = 2
-    r[4 + j] = _mm512_shuffle_f32x4(v1, w1, _MM_SHUFFLE(2, 0, 2, 0));   // k = 1
-    r[12 + j] = _mm512_shuffle_f32x4(v1, w1, _MM_SHUFFLE(3, 1, 3, 1));  // k = 3
-  }
-}
-}  // namespace
+// in registers (transpose16, simd_avx512.h) and 16 column stores; the element loop of the portable
+// version cost the prefill attention 4% of its time once it packed each key block per query block.
 
 void pack_key_panels(const float* K, int n, int D, float* Kt) {
   constexpr int KP = kKeyPanel;

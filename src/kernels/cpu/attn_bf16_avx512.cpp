@@ -12,15 +12,18 @@
 // the avx512 table's ISA plus AVX512_BF16 (avx512_begin.h with KVS_AVX512_BF16).
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
 #include "core/fp16.h"
 #include "kernels/cpu/impl.h"
+#include "kernels/ops.h"
 
 // clang-format off
 #define KVS_AVX512_BF16
 #include "kernels/cpu/avx512_begin.h"
+#include "kernels/cpu/simd_avx512.h"
 // clang-format on
 
 namespace kvs::kernels::avx512bf16 {
@@ -181,6 +184,59 @@ float exp_sub_sum_bf16(const float* x, uint16_t* y, int64_t n, float sub) {
     _mm256_mask_storeu_epi16(y + i, m, reinterpret_cast<const __m256i&>(h));
   }
   return _mm512_reduce_add_ps(sum);
+}
+
+// The BF16 packings (ops.h), once per key block and query block in the prefill attention: 16 keys
+// x 16 dims transposed in registers (avx512::transpose16) and dim pairs interleaved, or two value
+// rows interleaved, then rounded by VCVTNE2PS2BF16 (round to nearest even, as to_bf16). The
+// element loops of the portable versions made the BF16 prefill 25% slower once they ran per query
+// block (BENCHMARKS.md "Prefill attention from the pages, tile by tile").
+namespace {
+// out[2i] = a[i], out[2i + 1] = b[i] for i < 16, in BF16.
+inline void store_interleaved_bf16(uint16_t* out, __m512 a, __m512 b) {
+  const __m512i lo = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  const __m512i hi = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
+  const __m512bh h = _mm512_cvtne2ps_pbh(_mm512_permutex2var_ps(a, hi, b), _mm512_permutex2var_ps(a, lo, b));
+  _mm512_storeu_si512(out, reinterpret_cast<const __m512i&>(h));
+}
+}  // namespace
+
+void pack_key_panels_bf16(const float* K, int n, int D, uint16_t* Kt) {
+  constexpr int KP = kKeyPanel;
+  static_assert(KP == 16);
+  if (D % 2 != 0) return generic::pack_key_panels_bf16(K, n, D, Kt);  // (its message)
+  const int np = (n + KP - 1) / KP;
+  for (int p = 0; p < np; ++p) {
+    const float* src = K + static_cast<int64_t>(p) * KP * D;  // [m][D]
+    uint16_t* dst = Kt + static_cast<int64_t>(p) * KP * D;     // [D / 2][16][2]
+    const int m = std::min(KP, n - p * KP);
+    int d = 0;
+    for (; d + 16 <= D; d += 16) {
+      __m512 r[16];
+      for (int l = 0; l < 16; ++l) r[l] = l < m ? _mm512_loadu_ps(src + static_cast<int64_t>(l) * D + d) : _mm512_setzero_ps();
+      avx512::transpose16(r);  // r[c]: dim d + c of the 16 keys
+      for (int c = 0; c < 16; c += 2) store_interleaved_bf16(dst + static_cast<int64_t>(d + c) * KP, r[c], r[c + 1]);
+    }
+    for (; d < D; ++d)
+      for (int l = 0; l < KP; ++l)
+        dst[(d / 2) * 2 * KP + 2 * l + d % 2] = l < m ? fp32_to_bf16(src[static_cast<int64_t>(l) * D + d]) : uint16_t{0};
+  }
+}
+
+void pack_value_pairs_bf16(const float* V, int n, int D, uint16_t* Vp) {
+  if (D % 2 != 0) return generic::pack_value_pairs_bf16(V, n, D, Vp);
+  for (int j = 0; j < n; j += 2) {
+    const float* a = V + static_cast<int64_t>(j) * D;
+    const float* b = j + 1 < n ? a + D : nullptr;  // odd n: the last pair's second key is 0
+    uint16_t* dst = Vp + static_cast<int64_t>(j) * D;  // pair j / 2: [D][2]
+    int d = 0;
+    for (; d + 16 <= D; d += 16)
+      store_interleaved_bf16(dst + 2 * d, _mm512_loadu_ps(a + d), b ? _mm512_loadu_ps(b + d) : _mm512_setzero_ps());
+    for (; d < D; ++d) {
+      dst[2 * d] = fp32_to_bf16(a[d]);
+      dst[2 * d + 1] = b ? fp32_to_bf16(b[d]) : uint16_t{0};
+    }
+  }
 }
 
 }  // namespace kvs::kernels::avx512bf16

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/error.h"
 #include "kernels/cpu/generic_fp16.h"
 #include "kernels/cpu/impl.h"
 #include "kernels/ops.h"
@@ -138,6 +139,33 @@ void pack_key_panels(const float* K, int n, int D, float* Kt) {
       for (int l = 0; l < m; ++l) dst[d * kKeyPanel + l] = K[static_cast<int64_t>(p * kKeyPanel + l) * D + d];
       for (int l = m; l < kKeyPanel; ++l) dst[d * kKeyPanel + l] = 0.0f;
     }
+  }
+}
+
+// The BF16 packings (ops.h): element by element.
+void pack_key_panels_bf16(const float* K, int n, int D, uint16_t* Kt) {
+  KVS_ASSERT(D % 2 == 0);
+  const int np = (n + kKeyPanel - 1) / kKeyPanel;
+  for (int p = 0; p < np; ++p) {
+    uint16_t* dst = Kt + static_cast<int64_t>(p) * D * kKeyPanel;  // [D / 2][16][2]
+    const int m = std::min(kKeyPanel, n - p * kKeyPanel);
+    for (int d = 0; d < D; ++d) {
+      uint16_t* col = dst + (d / 2) * 2 * kKeyPanel + d % 2;  // key l at col[2 l]
+      for (int l = 0; l < m; ++l) col[2 * l] = fp32_to_bf16(K[static_cast<int64_t>(p * kKeyPanel + l) * D + d]);
+      for (int l = m; l < kKeyPanel; ++l) col[2 * l] = 0;
+    }
+  }
+}
+void pack_value_pairs_bf16(const float* V, int n, int D, uint16_t* Vp) {
+  KVS_ASSERT(D % 2 == 0);
+  for (int j = 0; j < n; ++j) {
+    const float* v = V + static_cast<int64_t>(j) * D;
+    uint16_t* dst = Vp + static_cast<int64_t>(j / 2) * 2 * D + j % 2;
+    for (int d = 0; d < D; ++d) dst[2 * d] = fp32_to_bf16(v[d]);
+  }
+  if (n % 2 == 1) {
+    uint16_t* dst = Vp + static_cast<int64_t>(n / 2) * 2 * D + 1;
+    for (int d = 0; d < D; ++d) dst[2 * d] = 0;
   }
 }
 

@@ -119,7 +119,9 @@ KVS_KERNEL_SET_DECLS
                       int64_t lds);                                                                     \
   void pv_tile_bf16(const uint16_t* P, int rows, int64_t ldp, const uint16_t* Vp, int n, int D, float* O); \
   void to_bf16(const float* x, uint16_t* y, int64_t n);                                                 \
-  float exp_sub_sum_bf16(const float* x, uint16_t* y, int64_t n, float sub);
+  float exp_sub_sum_bf16(const float* x, uint16_t* y, int64_t n, float sub);                            \
+  void pack_key_panels_bf16(const float* K, int n, int D, uint16_t* Kt);                                \
+  void pack_value_pairs_bf16(const float* V, int n, int D, uint16_t* Vp);
 namespace kvs::kernels::generic {
 KVS_BF16_TILE_DECLS
 // The portable argmax (every table's but the AVX-512 one).

@@ -63,6 +63,8 @@ namespace {
     k.pv_tile_bf16 = generic::pv_tile_bf16;                                                      \
     k.to_bf16 = generic::to_bf16;                                                                \
     k.exp_sub_sum_bf16 = generic::exp_sub_sum_bf16;                                              \
+    k.pack_key_panels_bf16 = generic::pack_key_panels_bf16;                                      \
+    k.pack_value_pairs_bf16 = generic::pack_value_pairs_bf16;                                    \
   } while (0)
 #define KVS_FILL_TYPE(k, ns, t) \
   (k.dequant_##t = ns::dequant_##t, k.dot_##t = ns::dot_##t, k.tile_##t = ns::tile_##t)
@@ -135,6 +137,8 @@ KernelTable make_avx512() {
     k.pv_tile_bf16 = avx512bf16::pv_tile_bf16;
     k.to_bf16 = avx512bf16::to_bf16;
     k.exp_sub_sum_bf16 = avx512bf16::exp_sub_sum_bf16;
+    k.pack_key_panels_bf16 = avx512bf16::pack_key_panels_bf16;
+    k.pack_value_pairs_bf16 = avx512bf16::pack_value_pairs_bf16;
     k.native_bf16 = true;
   }
   return k;

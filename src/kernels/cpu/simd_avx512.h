@@ -80,5 +80,42 @@ inline __m512i join256(__m256i lo, __m256i hi) {
 
 inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 
+// 64-bit pairs of a and b interleaved (unpacklo_pd / unpackhi_pd on floats).
+inline __m512 unpacklo_pairs(__m512 a, __m512 b) {
+  return _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)));
+}
+inline __m512 unpackhi_pairs(__m512 a, __m512 b) {
+  return _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)));
+}
+// r[l] = row l (16 floats) -> r[c] = column c {row 0 [c], ..., row 15 [c]}.
+// (16 x 16 in registers: 64 shuffles.)
+inline void transpose16(__m512 r[16]) {
+  __m512 t[16];
+  // t[2i] per 128-bit lane k: {r2i[4k], r2i+1[4k], r2i[4k+1], r2i+1[4k+1]}; t[2i+1]: the same for 4k+2, 4k+3.
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  // u[4g + j] per lane k: rows 4g .. 4g + 3 at column 4k + j.
+  __m512 u[16];
+  for (int g = 0; g < 4; ++g) {
+    u[4 * g] = unpacklo_pairs(t[4 * g], t[4 * g + 2]);
+    u[4 * g + 1] = unpackhi_pairs(t[4 * g], t[4 * g + 2]);
+    u[4 * g + 2] = unpacklo_pairs(t[4 * g + 1], t[4 * g + 3]);
+    u[4 * g + 3] = unpackhi_pairs(t[4 * g + 1], t[4 * g + 3]);
+  }
+  // Column 4k + j = lanes {u[j] k, u[4 + j] k, u[8 + j] k, u[12 + j] k}.
+  for (int j = 0; j < 4; ++j) {
+    const __m512 v0 = _mm512_shuffle_f32x4(u[j], u[4 + j], _MM_SHUFFLE(2, 0, 2, 0));   // lanes 0, 2
+    const __m512 v1 = _mm512_shuffle_f32x4(u[j], u[4 + j], _MM_SHUFFLE(3, 1, 3, 1));   // lanes 1, 3
+    const __m512 w0 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], _MM_SHUFFLE(2, 0, 2, 0));
+    const __m512 w1 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], _MM_SHUFFLE(3, 1, 3, 1));
+    r[j] = _mm512_shuffle_f32x4(v0, w0, _MM_SHUFFLE(2, 0, 2, 0));       // k = 0
+    r[8 + j] = _mm512_shuffle_f32x4(v0, w0, _MM_SHUFFLE(3, 1, 3, 1));   // k = 2
+    r[4 + j] = _mm512_shuffle_f32x4(v1, w1, _MM_SHUFFLE(2, 0, 2, 0));   // k = 1
+    r[12 + j] = _mm512_shuffle_f32x4(v1, w1, _MM_SHUFFLE(3, 1, 3, 1));  // k = 3
+  }
+}
+
 }  // namespace
 }  // namespace kvs::kernels::avx512
