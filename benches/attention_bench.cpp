@@ -105,8 +105,9 @@ BENCHMARK(BM_BatchedDecodeAttention)
 // context, one layer, causal, pages of `type` (1 = F16, 2 = Q8_0, 3 = Q4_0). Shapes: 0 =
 // SmolLM2-135M (9 query heads on 3 KV heads), 1 = Llama-3.2-1B (32 on 8); head_dim 64. GFLOP/s
 // counts 4 D flops per visible (query head, key) pair. Short chunks (16 tokens) are a server's
-// small prefill steps over a long context.
-void BM_PrefillAttention(benchmark::State& st) {
+// small prefill steps over a long context. BM_PrefillAttentionBf16: the same with BF16 products
+// (AttnShape::bf16_products, KVzip's repeat pass at precision=bf16).
+void prefill_attention(benchmark::State& st, bool bf16) {
   const int L = static_cast<int>(st.range(0)), n_tok = static_cast<int>(st.range(4));
   const int H = st.range(1) == 0 ? 9 : 32, Hkv = st.range(1) == 0 ? 3 : 8, D = 64;
   const int threads = static_cast<int>(st.range(2));
@@ -123,6 +124,7 @@ void BM_PrefillAttention(benchmark::State& st) {
   for (int i = 0; i < L; ++i) pos[i] = i;
   c.append(0, L, k.data(), v.data(), pos.data());
   AttnShape s{H, Hkv, D, 0.125f};
+  s.bf16_products = bf16;
   std::vector<float> q(static_cast<size_t>(n_tok) * H * D), out(q.size());
   for (auto& x : q) x = nd(rng);
   ThreadPool tp(threads);
@@ -135,6 +137,14 @@ void BM_PrefillAttention(benchmark::State& st) {
   const double pairs = static_cast<double>(n_tok) * (L - n_tok) + 0.5 * n_tok * (n_tok + 1);
   st.counters["GFLOP/s"] = benchmark::Counter(pairs * H * D * 4, benchmark::Counter::kIsIterationInvariantRate);
 }
+void BM_PrefillAttention(benchmark::State& st) { prefill_attention(st, false); }
+void BM_PrefillAttentionBf16(benchmark::State& st) { prefill_attention(st, true); }
+BENCHMARK(BM_PrefillAttentionBf16)
+    ->ArgsProduct({{2048, 8192}, {0, 1}, {1, 2}, {1}, {512}})
+    ->ArgsProduct({{8192}, {1}, {1, 2}, {1, 2}, {16}})
+    ->ArgNames({"ctx", "shape", "thr", "type", "chunk"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK(BM_PrefillAttention)
     ->ArgsProduct({{2048, 8192}, {0, 1}, {1, 2}, {1}, {512}})
     ->ArgsProduct({{8192}, {1}, {1, 2}, {2, 3}, {512}})
