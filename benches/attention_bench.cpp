@@ -49,13 +49,14 @@ BENCHMARK(BM_DecodeAttention)
 // SmolLM2-135M attention shape (9 query heads on 3 KV heads, head_dim 64, F16 pages): 200 MB of
 // KV at 2,048 tokens, so the pages come from DRAM as in a real step (the single-layer benchmark
 // above stays in the L3). args: context length, mode (0 = one attention() call per sequence,
-// 1 = attention_batch over all of them), threads, page size in tokens, page type (1 = F16,
-// 2 = Q8_0; GB/s counts the bytes of the pages' rows).
+// 1 = attention_batch over all of them), threads, page size in tokens, page type (0 = F32,
+// 1 = F16, 2 = Q8_0, 3 = Q4_0; GB/s counts the bytes of the pages' rows).
 void BM_BatchedDecodeAttention(benchmark::State& st) {
   const int L = static_cast<int>(st.range(0)), n_seq = 16, n_layer = 8;
   const bool batched = st.range(1) == 1;
   const int threads = static_cast<int>(st.range(2));
-  KvLayout l{n_layer, 3, 64, st.range(4) == 2 ? DType::Q8_0 : DType::F16, static_cast<int>(st.range(3))};
+  constexpr DType kTypes[] = {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0};
+  KvLayout l{n_layer, 3, 64, kTypes[st.range(4)], static_cast<int>(st.range(3))};
   PagePool pool(l.page_bytes());
   std::vector<std::unique_ptr<KvCache>> caches;
   std::mt19937 rng(1);
@@ -97,6 +98,11 @@ void BM_BatchedDecodeAttention(benchmark::State& st) {
 }
 BENCHMARK(BM_BatchedDecodeAttention)
     ->ArgsProduct({{2048}, {0, 1}, {1, 2}, {32, 128}, {1, 2}})
+    ->ArgNames({"ctx", "batched", "thr", "page", "type"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_BatchedDecodeAttention)
+    ->ArgsProduct({{2048}, {1}, {2}, {32}, {0, 3}})
     ->ArgNames({"ctx", "batched", "thr", "page", "type"})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();

@@ -309,3 +309,65 @@ TEST(Attention, Bf16ProductsFollowTheirDefinition) {
 }  // namespace
 
 }  // namespace kvs
+
+namespace kvs {
+namespace {
+
+// The decode path's softmax runs online across blocks of pages (and is merged across key
+// ranges): known answers that a missing or wrong rescale cannot pass. 1,300 slots in pages of
+// 32 (several blocks and three key ranges), head_dim 64, 6 query heads on 2 KV heads. Values are
+// one-hot, v_j = e_(j mod 64). KV head 0: keys zero except "spikes" 320 e_0, which the queries
+// e_0 (scale 1/8) score 40 against 0 elsewhere, so the output is the spikes' values (the others
+// weigh e^-40 each); with m updated but acc not rescaled, the 1,299 zero logits would dominate.
+// KV head 1: all keys zero, a flat softmax over every slot: out[d] = (slots with j mod 64 = d)
+// / 1,300. lse: 40 + log(number of spikes), and log(1,300).
+void check_online_softmax(DType dt, int threads, const std::vector<int32_t>& spikes, float tol) {
+  constexpr int kN = 1300, D = 64, Hkv = 2, H = 6;
+  KvLayout l{1, Hkv, D, dt, 32};
+  PagePool pool(l.page_bytes());
+  KvCache c(pool, l);
+  std::vector<float> k(static_cast<size_t>(kN) * Hkv * D, 0.0f), v(k.size(), 0.0f);  // [j][kvh][D]
+  std::vector<int32_t> pos(kN);
+  for (int j = 0; j < kN; ++j) {
+    pos[j] = j;
+    for (int h = 0; h < Hkv; ++h) v[(static_cast<size_t>(j) * Hkv + h) * D + j % D] = 1.0f;
+  }
+  for (int32_t j : spikes) k[static_cast<size_t>(j) * Hkv * D] = 320.0f;
+  ASSERT_TRUE(c.append(0, kN, k.data(), v.data(), pos.data()));
+  AttnShape s{H, Hkv, D, 0.125f};
+  std::vector<float> q(static_cast<size_t>(H) * D, 0.0f), out(q.size()), lse(H);
+  for (int qh = 0; qh < H; ++qh) q[static_cast<size_t>(qh) * D] = 1.0f;
+  const int32_t qpos = kN;
+  ThreadPool tp(threads);
+  AttnScratch scr;
+  attention(c, 0, s, q.data(), &qpos, 1, out.data(), lse.data(), tp, scr);
+  for (int qh = 0; qh < H; ++qh) {
+    const float* o = out.data() + static_cast<size_t>(qh) * D;
+    for (int d = 0; d < D; ++d) {
+      double want = 0;
+      if (qh < 3) {
+        for (int32_t j : spikes) want += (j % D == d) ? 1.0 / spikes.size() : 0.0;
+      } else {
+        want = static_cast<double>(kN / D + (d < kN % D ? 1 : 0)) / kN;
+      }
+      ASSERT_NEAR(o[d], want, tol) << dtype_name(dt) << " head " << qh << " d " << d << " spike " << spikes[0];
+    }
+    const double want_lse = qh < 3 ? 40.0 + std::log(static_cast<double>(spikes.size())) : std::log(1300.0);
+    EXPECT_NEAR(lse[qh], want_lse, dt == DType::Q8_0 ? 0.2 : 1e-4) << dtype_name(dt) << " head " << qh;
+  }
+}
+
+}  // namespace
+
+TEST(Attention, DecodeSoftmaxAcrossPagesAndRangesKnownAnswers) {
+  for (DType dt : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0})
+    for (int threads : {1, 2}) {
+      const float tol = dt == DType::Q8_0 ? 2e-3f : 1e-5f;
+      check_online_softmax(dt, threads, {3}, tol);            // the first page: never rescaled
+      check_online_softmax(dt, threads, {1290}, tol);         // the last page of the last range
+      check_online_softmax(dt, threads, {40, 45}, tol);       // one page, two spikes
+      check_online_softmax(dt, threads, {5, 700, 1100}, tol);  // three ranges, each its block
+    }
+}
+
+}  // namespace kvs
