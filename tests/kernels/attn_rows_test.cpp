@@ -165,7 +165,9 @@ TEST_P(AttnPaths, ExpSubSum) {
     const float sum = k().exp_sub_sum(x.data(), n, m);
     EXPECT_NEAR(sum, sum_want, 1e-6f * n * sum_want) << n;
     for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(x[i], want[i], 3e-7f * want[i] + 1e-38f) << n << " " << i;
-    if (n > 3) EXPECT_EQ(x[2], 0.0f);
+    if (n > 3) {
+      EXPECT_EQ(x[2], 0.0f);
+    }
   }
   // Exponents from 0 down to -100 (underflow to 0 below about -87.3).
   std::vector<float> ramp(101);
