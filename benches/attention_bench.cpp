@@ -50,7 +50,8 @@ BENCHMARK(BM_DecodeAttention)
 // KV at 2,048 tokens, so the pages come from DRAM as in a real step (the single-layer benchmark
 // above stays in the L3). args: context length, mode (0 = one attention() call per sequence,
 // 1 = attention_batch over all of them), threads, page size in tokens, page type (0 = F32,
-// 1 = F16, 2 = Q8_0, 3 = Q4_0; GB/s counts the bytes of the pages' rows).
+// 1 = F16, 2 = Q8_0, 3 = Q4_0; GB/s counts the bytes of the pages' rows), reuse (1: the pages
+// taken from the free list of a cleared set of caches).
 void BM_BatchedDecodeAttention(benchmark::State& st) {
   const int L = static_cast<int>(st.range(0)), n_seq = 16, n_layer = 8;
   const bool batched = st.range(1) == 1;
@@ -66,6 +67,11 @@ void BM_BatchedDecodeAttention(benchmark::State& st) {
   for (int i = 0; i < L; ++i) pos[i] = i;
   for (int sq = 0; sq < n_seq; ++sq) caches.push_back(std::make_unique<KvCache>(pool, l));
   // Appended layer by layer, sequence by sequence, in prefill-sized chunks, as an engine fills them.
+  // reuse: filled, cleared and filled again, so the pages come from the pool's free list (a server's
+  // caches after others were freed) instead of fresh chunks.
+  const int rounds = st.range(5) == 1 ? 2 : 1;
+  for (int rd = 0; rd < rounds; ++rd) {
+  if (rd > 0) for (auto& c : caches) c->clear();
   for (int c0 = 0; c0 < L; c0 += 512)
     for (int sq = 0; sq < n_seq; ++sq)
       for (int il = 0; il < n_layer; ++il) {
@@ -74,6 +80,7 @@ void BM_BatchedDecodeAttention(benchmark::State& st) {
         for (auto& x : v) x = nd(rng);
         caches[sq]->append(il, n, k.data(), v.data(), pos.data() + c0);
       }
+  }
   AttnShape s{9, 3, 64, 0.125f};
   std::vector<float> q(static_cast<size_t>(n_seq) * 9 * 64), out(q.size());
   for (auto& x : q) x = nd(rng);
@@ -97,13 +104,18 @@ void BM_BatchedDecodeAttention(benchmark::State& st) {
   st.counters["GB/s"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_BatchedDecodeAttention)
-    ->ArgsProduct({{2048}, {0, 1}, {1, 2}, {32, 128}, {1, 2}})
-    ->ArgNames({"ctx", "batched", "thr", "page", "type"})
+    ->ArgsProduct({{2048}, {0, 1}, {1, 2}, {32, 128}, {1, 2}, {0}})
+    ->ArgNames({"ctx", "batched", "thr", "page", "type", "reuse"})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 BENCHMARK(BM_BatchedDecodeAttention)
-    ->ArgsProduct({{2048}, {1}, {2}, {32}, {0, 3}})
-    ->ArgNames({"ctx", "batched", "thr", "page", "type"})
+    ->ArgsProduct({{2048}, {1}, {2}, {32}, {0, 3}, {0}})
+    ->ArgNames({"ctx", "batched", "thr", "page", "type", "reuse"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_BatchedDecodeAttention)
+    ->ArgsProduct({{2048}, {1}, {2}, {32}, {1, 2}, {1}})
+    ->ArgNames({"ctx", "batched", "thr", "page", "type", "reuse"})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

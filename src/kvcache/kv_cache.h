@@ -144,6 +144,8 @@ class KvCache {
   uint8_t* slot_ptr(HeadCache& h, int32_t slot, bool v);
   const uint8_t* slot_ptr(const HeadCache& h, int32_t slot, bool v) const;
   bool make_page_exclusive(HeadCache& h, size_t page_index);
+  // Releases pages ids[n - 1] .. ids[0], in that order (kv_cache.cpp says why).
+  void release_pages(const int32_t* ids, size_t n);
   struct HeadPlan {
     size_t alloc = 0, freed = 0;  // pages allocated / returned to the free list
     bool copy_compaction = false;

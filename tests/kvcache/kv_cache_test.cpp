@@ -234,3 +234,52 @@ TEST(KvCache, EditPlanReusesPagesFreedByEarlierHeads) {
 }
 
 }  // namespace kvs
+
+namespace kvs {
+namespace {
+
+// Each head's page ids, in order.
+std::vector<std::vector<int32_t>> page_ids(const KvCache& c) {
+  std::vector<std::vector<int32_t>> ids;
+  for (int layer = 0; layer < c.layout().n_layer; ++layer)
+    for (int h = 0; h < c.layout().n_head_kv; ++h) ids.push_back(c.head(layer, h).pages);
+  return ids;
+}
+
+bool ascending_run(const std::vector<int32_t>& p) {
+  for (size_t i = 1; i < p.size(); ++i)
+    if (p[i] != p[i - 1] + 1) return false;
+  return true;
+}
+
+}  // namespace
+
+// Freed pages come back in their old order: a cache built after another was cleared gets each head's
+// pages as the same ascending run of ids (consecutive in memory: the order the decode attention
+// streams them in), not reversed; and pages freed by eviction or by sliding are handed out
+// first to last as well.
+TEST(KvCache, FreedPagesComeBackInAscendingRuns) {
+  auto l = layout();
+  PagePool pool(l.page_bytes());
+  auto a = std::make_unique<KvCache>(pool, l);
+  fill(*a, 16);  // 4 pages per head, each head's appended together
+  const auto before = page_ids(*a);
+  for (const auto& p : before) EXPECT_TRUE(ascending_run(p));
+  a->clear();
+  KvCache b(pool, l);
+  fill(b, 16);
+  EXPECT_EQ(page_ids(b), before);
+  expect_rows(b, 1, 2);
+  // Eviction frees a head's last three pages: the next head to grow takes them first to last.
+  CacheEdit e(l);
+  e.at(l, 0, 0) = {true, {0, 1, 2, 3}, {}};
+  ASSERT_TRUE(b.apply(e));
+  KvCache c(pool, l);
+  std::vector<float> k(static_cast<size_t>(12) * l.n_head_kv * l.head_dim, 1.0f), v(k.size(), 2.0f);
+  std::vector<int32_t> pos(12);
+  for (int i = 0; i < 12; ++i) pos[i] = i;
+  ASSERT_TRUE(c.append(0, 12, k.data(), v.data(), pos.data()));  // head 0 of layer 0 first: 3 pages
+  EXPECT_EQ(c.head(0, 0).pages, std::vector<int32_t>(before[0].begin() + 1, before[0].end()));
+}
+
+}  // namespace kvs
