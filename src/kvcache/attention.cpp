@@ -89,52 +89,10 @@ float compat_probs(float* row, int32_t n, float m) {
 // 30.2-36.5; but Q8_0 14.6-14.7 vs 26.6-27.3 and Q4_0 7.0-9.3 vs 6.8-7.6: quantized rows cost
 // more per row (the conversion), so the per-page softmax and calls weigh more and the DRAM
 // stream is not what binds them (BENCHMARKS.md "Decode attention: keys and values page by page").
-int32_t softmax_block_rows(DType t, int page_tokens, int32_t task_rows) {
-  return t == DType::F16 || t == DType::F32 ? page_tokens : task_rows;
-}
-
-// A decode task's partial in llama.cpp numerics (AttnShape::f16_compat), in two passes: all scores
-// of slots [b, e) of head kvh, the probabilities rounded as ggml's soft_max does (which needs the
-// row's max first), then the values. vis / first: per token, the slots it sees relative to b,
-// [first[t], vis[t]). sc: scores [nq][ldsc]; acc [nq][D] and ml [nq][2] (max, sum) are written.
-void two_pass_task(const KvCache& c, int layer, int kvh, int32_t b, int32_t e, const float* qc, int nq, int n_tok,
-                   int G, const int32_t* vis, const int32_t* first, const AttnShape& s, float* sc, int32_t ldsc,
-                   float* tile, float* acc, float* ml) {
-  const int P = c.layout().page_tokens, D = s.head_dim;
-  const DType kt = c.layout().dtype;
-  const size_t rb = c.layout().row_bytes();
-  const int32_t n = e - b;
-  for (int32_t s0 = b; s0 < e;) {
-    const int32_t s1 = std::min(e, (s0 / P + 1) * P);
-    const uint8_t* krow = c.k_row(layer, kvh, s0);
-    const int32_t n_next = s1 < e ? std::min(e - s1, P) : 0;
-    in_pieces(s1 - s0, n_next > 0 ? c.k_row(layer, kvh, s1) : nullptr, n_next, rb, [&](int32_t r, int32_t m) {
-      qk_rows(kt, qc, nq, krow + r * rb, m, D, s.scale, sc + (s0 - b) + r, ldsc, tile);
-    });
-    s0 = s1;
-  }
-  for (int t = 0; t < n_tok; ++t)
-    for (int g = 0; g < G; ++g) {
-      const int qi = t * G + g;
-      float* row = sc + static_cast<size_t>(qi) * ldsc;
-      softcap_row(row, n, s);
-      for (int32_t j = std::max<int32_t>(0, vis[t]); j < n; ++j) row[j] = kNegInf;
-      for (int32_t j = 0; j < std::min(first[t], n); ++j) row[j] = kNegInf;
-      const float m = kernels::max_f32(row, n);
-      ml[2 * qi] = m;
-      if (m == kNegInf) {
-        std::fill(row, row + n, 0.0f);
-        ml[2 * qi + 1] = 0.0f;
-      } else {
-        ml[2 * qi + 1] = compat_probs(row, n, m);
-      }
-    }
-  std::fill(acc, acc + static_cast<size_t>(nq) * D, 0.0f);
-  for (int32_t s0 = b; s0 < e;) {
-    const int32_t s1 = std::min(e, (s0 / P + 1) * P);
-    pv_rows(kt, sc + (s0 - b), nq, ldsc, c.v_row(layer, kvh, s0), s1 - s0, D, acc, tile);
-    s0 = s1;
-  }
+// llama.cpp numerics (compat) also take the whole range: they round normalised probabilities,
+// which needs the row's max before any exponential.
+int32_t softmax_block_rows(DType t, bool compat, int page_tokens, int32_t task_rows) {
+  return !compat && (t == DType::F16 || t == DType::F32) ? page_tokens : task_rows;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -224,75 +182,72 @@ void attention_decode(std::span<const AttnJob> jobs, int layer, const AttnShape&
         first[t] = window_start(h, jb.qpos[t], window) - tk.b;
       }
       const size_t rb = c.layout().row_bytes();
-      if (s.f16_compat) {
-        two_pass_task(c, layer, tk.kvh, tk.b, tk.e, qc, nq, n_tok, G, vis, first, s, sc, range, tile, acc, ml);
-      } else {
-        // Blocks of whole pages, the softmax online across blocks (flash-decoding's split
-        // kernel): m and l follow the block maxima, acc is rescaled when m grows. Within a block,
-        // Q.K page by page, each page's values asked for while its keys are used, then the
-        // block's softmax piece, then P.V; see softmax_block_rows for the block size.
-        for (int qi = 0; qi < nq; ++qi) {
-          ml[2 * qi] = kNegInf;
-          ml[2 * qi + 1] = 0.0f;
+      // Blocks of whole pages, the softmax online across blocks (flash-decoding's split
+      // kernel): m and l follow the block maxima, acc is rescaled when m grows. Within a block,
+      // Q.K page by page, each page's values asked for while its keys are used, then the
+      // block's softmax piece, then P.V; see softmax_block_rows for the block size.
+      for (int qi = 0; qi < nq; ++qi) {
+        ml[2 * qi] = kNegInf;
+        ml[2 * qi + 1] = 0.0f;
+      }
+      std::fill(acc, acc + static_cast<size_t>(nq) * D, 0.0f);
+      const int32_t blk = softmax_block_rows(kt, s.f16_compat, P, tk.e - tk.b);
+      for (int32_t b0 = tk.b; b0 < tk.e;) {
+        // A block: whole pages, up to blk rows.
+        int32_t b1 = std::min(tk.e, (b0 / P + 1) * P);
+        while (b1 < tk.e && std::min(tk.e, b1 + P) - b0 <= blk) b1 = std::min(tk.e, b1 + P);
+        const int32_t nb = b1 - b0, off = b0 - tk.b;
+        // Q.K page by page, each page's values asked for while its keys are used.
+        for (int32_t s0 = b0; s0 < b1;) {
+          const int32_t s1 = std::min(b1, (s0 / P + 1) * P);
+          const uint8_t* krow = c.k_row(layer, tk.kvh, s0);
+          in_pieces(s1 - s0, c.v_row(layer, tk.kvh, s0), s1 - s0, rb, [&](int32_t r, int32_t m) {
+            qk_rows(kt, qc, nq, krow + r * rb, m, D, s.scale, sc + (s0 - tk.b) + r, range, tile);
+          });
+          s0 = s1;
         }
-        std::fill(acc, acc + static_cast<size_t>(nq) * D, 0.0f);
-        const int32_t blk = softmax_block_rows(kt, P, tk.e - tk.b);
-        for (int32_t b0 = tk.b; b0 < tk.e;) {
-          // A block: whole pages, up to blk rows.
-          int32_t b1 = std::min(tk.e, (b0 / P + 1) * P);
-          while (b1 < tk.e && b1 - b0 + P <= blk) b1 = std::min(tk.e, b1 + P);
-          const int32_t nb = b1 - b0, off = b0 - tk.b;
-          // Q.K page by page, each page's values asked for while its keys are used.
-          for (int32_t s0 = b0; s0 < b1;) {
-            const int32_t s1 = std::min(b1, (s0 / P + 1) * P);
-            const uint8_t* krow = c.k_row(layer, tk.kvh, s0);
-            in_pieces(s1 - s0, c.v_row(layer, tk.kvh, s0), s1 - s0, rb, [&](int32_t r, int32_t m) {
-              qk_rows(kt, qc, nq, krow + r * rb, m, D, s.scale, sc + (s0 - tk.b) + r, range, tile);
-            });
-            s0 = s1;
-          }
-          bool any = false;  // some query sees a slot of the block
-          for (int t = 0; t < n_tok; ++t) {
-            const int32_t lo = std::clamp(first[t] - off, 0, nb), hi = std::clamp(vis[t] - off, lo, nb);
-            for (int g = 0; g < G; ++g) {
-              const int qi = t * G + g;
-              float* row = sc + static_cast<size_t>(qi) * range + off;  // [nb] this block's scores
-              softcap_row(row, nb, s);
-              std::fill(row, row + lo, kNegInf);
-              std::fill(row + hi, row + nb, kNegInf);
-              const float pm = lo < hi ? kernels::max_f32(row + lo, hi - lo) : kNegInf;
-              if (pm == kNegInf) {
-                std::fill(row, row + nb, 0.0f);
-                continue;
-              }
-              any = true;
-              float& m = ml[2 * qi];
-              float& l = ml[2 * qi + 1];
-              if (pm > m) {
-                if (m != kNegInf) {
-                  const float r = std::exp(m - pm);
-                  kernels::scale_f32(acc + static_cast<size_t>(qi) * D, r, D);
-                  l *= r;
-                }
-                m = pm;
-              }
-              l += kernels::exp_sub_sum(row, nb, m);
+        bool any = false;  // some query sees a slot of the block
+        for (int t = 0; t < n_tok; ++t) {
+          const int32_t lo = std::clamp(first[t] - off, 0, nb), hi = std::clamp(vis[t] - off, lo, nb);
+          for (int g = 0; g < G; ++g) {
+            const int qi = t * G + g;
+            float* row = sc + static_cast<size_t>(qi) * range + off;  // [nb] this block's scores
+            softcap_row(row, nb, s);
+            std::fill(row, row + lo, kNegInf);
+            std::fill(row + hi, row + nb, kNegInf);
+            const float pm = lo < hi ? kernels::max_f32(row + lo, hi - lo) : kNegInf;
+            if (pm == kNegInf) {
+              std::fill(row, row + nb, 0.0f);
+              continue;
             }
+            any = true;
+            float& m = ml[2 * qi];
+            float& l = ml[2 * qi + 1];
+            if (pm > m) {
+              if (m != kNegInf) {
+                const float r = std::exp(m - pm);
+                kernels::scale_f32(acc + static_cast<size_t>(qi) * D, r, D);
+                l *= r;
+              }
+              m = pm;
+            }
+            // Compat: one block per task (softmax_block_rows), so m is the row's max here.
+            l += s.f16_compat ? compat_probs(row, nb, m) : kernels::exp_sub_sum(row, nb, m);
           }
-          // P.V page by page (the values are in the cache); the last page asks for the next
-          // block's first keys.
-          for (int32_t s0 = b0; s0 < b1;) {
-            const int32_t s1 = std::min(b1, (s0 / P + 1) * P);
-            const uint8_t* vrow = c.v_row(layer, tk.kvh, s0);
-            const int32_t n_next = s1 == b1 && b1 < tk.e ? std::min(tk.e - b1, P) : 0;
-            if (any)
-              in_pieces(s1 - s0, n_next > 0 ? c.k_row(layer, tk.kvh, b1) : nullptr, n_next, rb, [&](int32_t r, int32_t m) {
-                pv_rows(kt, sc + (s0 - tk.b) + r, nq, range, vrow + r * rb, m, D, acc, tile);
-              });
-            s0 = s1;
-          }
-          b0 = b1;
         }
+        // P.V page by page (the values are in the cache); the last page asks for the next
+        // block's first keys.
+        for (int32_t s0 = b0; s0 < b1;) {
+          const int32_t s1 = std::min(b1, (s0 / P + 1) * P);
+          const uint8_t* vrow = c.v_row(layer, tk.kvh, s0);
+          const int32_t n_next = s1 == b1 && b1 < tk.e ? std::min(tk.e - b1, P) : 0;
+          if (any)
+            in_pieces(s1 - s0, n_next > 0 ? c.k_row(layer, tk.kvh, b1) : nullptr, n_next, rb, [&](int32_t r, int32_t m) {
+              pv_rows(kt, sc + (s0 - tk.b) + r, nq, range, vrow + r * rb, m, D, acc, tile);
+            });
+          s0 = s1;
+        }
+        b0 = b1;
       }
     }
   });
