@@ -71,15 +71,15 @@ void BM_BatchedDecodeAttention(benchmark::State& st) {
   // caches after others were freed) instead of fresh chunks.
   const int rounds = st.range(5) == 1 ? 2 : 1;
   for (int rd = 0; rd < rounds; ++rd) {
-  if (rd > 0) for (auto& c : caches) c->clear();
-  for (int c0 = 0; c0 < L; c0 += 512)
-    for (int sq = 0; sq < n_seq; ++sq)
-      for (int il = 0; il < n_layer; ++il) {
-        const int n = std::min(512, L - c0);
-        for (auto& x : k) x = nd(rng);
-        for (auto& x : v) x = nd(rng);
-        caches[sq]->append(il, n, k.data(), v.data(), pos.data() + c0);
-      }
+    if (rd > 0) for (auto& c : caches) c->clear();
+    for (int c0 = 0; c0 < L; c0 += 512)
+      for (int sq = 0; sq < n_seq; ++sq)
+        for (int il = 0; il < n_layer; ++il) {
+          const int n = std::min(512, L - c0);
+          for (auto& x : k) x = nd(rng);
+          for (auto& x : v) x = nd(rng);
+          caches[sq]->append(il, n, k.data(), v.data(), pos.data() + c0);
+        }
   }
   AttnShape s{9, 3, 64, 0.125f};
   std::vector<float> q(static_cast<size_t>(n_seq) * 9 * 64), out(q.size());
