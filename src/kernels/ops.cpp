@@ -158,6 +158,12 @@ void qk_rows_q8_0(const float* Q, int nq, const uint8_t* K, int n, int D, float 
 void pv_rows_q8_0(const float* P, int nq, int64_t ldp, const uint8_t* V, int n, int D, float* acc) {
   active_kernels().pv_rows_q8_0(P, nq, ldp, V, n, D, acc);
 }
+void qk_rows_q4_0(const float* Q, int nq, const uint8_t* K, int n, int D, float scale, float* out, int64_t ldo) {
+  active_kernels().qk_rows_q4_0(Q, nq, K, n, D, scale, out, ldo);
+}
+void pv_rows_q4_0(const float* P, int nq, int64_t ldp, const uint8_t* V, int n, int D, float* acc) {
+  active_kernels().pv_rows_q4_0(P, nq, ldp, V, n, D, acc);
+}
 float exp_sub_sum(float* x, int64_t n, float sub) { return active_kernels().exp_sub_sum(x, n, sub); }
 void pack_key_panels(const float* K, int n, int D, float* Kt) { active_kernels().pack_key_panels(K, n, D, Kt); }
 void qk_panels(const float* Q, int rows, int D, const float* Kt, int n_panels, float* S, int64_t lds) {

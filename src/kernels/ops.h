@@ -74,6 +74,10 @@ void pv_rows_f32(const float* P, int nq, int64_t ldp, const float* V, int n, int
 void pv_rows_f16(const float* P, int nq, int64_t ldp, const uint16_t* V, int n, int D, float* acc);
 void qk_rows_q8_0(const float* Q, int nq, const uint8_t* K, int n, int D, float scale, float* out, int64_t ldo);
 void pv_rows_q8_0(const float* P, int nq, int64_t ldp, const uint8_t* V, int n, int D, float* acc);
+// Q4_0 rows (GGUF: per block of 32 an f16 scale d and 16 bytes, element j < 16 the low nibble of
+// byte j, element 16 + j its high nibble; value d * (nibble - 8)), converted in registers too.
+void qk_rows_q4_0(const float* Q, int nq, const uint8_t* K, int n, int D, float scale, float* out, int64_t ldo);
+void pv_rows_q4_0(const float* P, int nq, int64_t ldp, const uint8_t* V, int n, int D, float* acc);
 
 // ---- attention tiles (prefill attention, KVzip's repeat-pass scores) ------------------------
 // Query rows against a whole block of keys / values (f32, gathered from the cache). Keys come

@@ -117,18 +117,12 @@ void attention_decode(std::span<const AttnJob> jobs, int layer, const AttnShape&
   const int32_t window = s.window(layer);
   size_t partial_floats = 0;
   int32_t range = kDecodeRange;
-  int max_nq = 0, P_max = 0;
-  bool tiled = false;  // some job has Q4_0 pages: a per-thread dequantisation tile
+  int max_nq = 0;
   for (size_t j = 0; j < jobs.size(); ++j) {
     const AttnJob& jb = jobs[j];
     const KvCache& c = *jb.cache;
     const int nq = jb.n_tok * G;  // queries per task: [t][g]
     max_nq = std::max(max_nq, nq);
-    const DType kt = c.layout().dtype;
-    if (kt == DType::Q4_0) {  // dequantised a piece at a time (Q8_0 rows are read in place)
-      tiled = true;
-      P_max = std::max(P_max, c.layout().page_tokens);
-    }
     first_task[j] = tasks.size();
     for (int kvh = 0; kvh < Hkv; ++kvh) {
       // Slots [W, L): visible to some query of the batch (W: the first query's window start).
@@ -148,16 +142,14 @@ void attention_decode(std::span<const AttnJob> jobs, int layer, const AttnShape&
   scr.partial.resize(std::max<size_t>(1, partial_floats));
   const int nth = pool.size();
   if (static_cast<int>(scr.per_thread.size()) < nth) scr.per_thread.resize(nth);
-  // Per thread: scores [nq][range], queries [nq][D], and for Q4_0 pages one dequantised page tile [P][D].
-  const size_t tile_floats = tiled ? static_cast<size_t>(P_max) * D : 0;
+  // Per thread: scores [nq][range], queries [nq][D].
   for (int t = 0; t < nth; ++t)
-    scr.per_thread[t].resize(static_cast<size_t>(max_nq) * (range + 1) + static_cast<size_t>(max_nq) * D + tile_floats);
+    scr.per_thread[t].resize(static_cast<size_t>(max_nq) * (range + 1) + static_cast<size_t>(max_nq) * D);
 
   std::atomic<size_t> next{0};
   pool.run([&](int ith, int) {
     float* sc = scr.per_thread[ith].data();                // [nq][range] scores, then probabilities
     float* qc = sc + static_cast<size_t>(max_nq) * range;  // [nq][D] queries (F16-rounded in compat mode)
-    float* tile = qc + static_cast<size_t>(max_nq) * D;    // [P][D] a dequantised page (Q8_0 / Q4_0)
     for (size_t ti; (ti = next.fetch_add(1, std::memory_order_relaxed)) < tasks.size();) {
       const Task& tk = tasks[ti];
       const AttnJob& jb = jobs[static_cast<size_t>(tk.job)];
@@ -202,7 +194,7 @@ void attention_decode(std::span<const AttnJob> jobs, int layer, const AttnShape&
           const int32_t s1 = std::min(b1, (s0 / P + 1) * P);
           const uint8_t* krow = c.k_row(layer, tk.kvh, s0);
           in_pieces(s1 - s0, c.v_row(layer, tk.kvh, s0), s1 - s0, rb, [&](int32_t r, int32_t m) {
-            qk_rows(kt, qc, nq, krow + r * rb, m, D, s.scale, sc + (s0 - tk.b) + r, range, tile);
+            qk_rows(kt, qc, nq, krow + r * rb, m, D, s.scale, sc + (s0 - tk.b) + r, range);
           });
           s0 = s1;
         }
@@ -243,7 +235,7 @@ void attention_decode(std::span<const AttnJob> jobs, int layer, const AttnShape&
           const int32_t n_next = s1 == b1 && b1 < tk.e ? std::min(tk.e - b1, P) : 0;
           if (any)
             in_pieces(s1 - s0, n_next > 0 ? c.k_row(layer, tk.kvh, b1) : nullptr, n_next, rb, [&](int32_t r, int32_t m) {
-              pv_rows(kt, sc + (s0 - tk.b) + r, nq, range, vrow + r * rb, m, D, acc, tile);
+              pv_rows(kt, sc + (s0 - tk.b) + r, nq, range, vrow + r * rb, m, D, acc);
             });
           s0 = s1;
         }

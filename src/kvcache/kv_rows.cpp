@@ -9,19 +9,7 @@ bool kv_dtype_supported(DType t) { return t == DType::F32 || t == DType::F16 || 
 
 const char* kv_dtype_names() { return "f32, f16, q8_0, q4_0"; }
 
-namespace {
-
-// A page's rows are contiguous and each is a whole number of blocks, so the tile is one row of
-// n * D values for the dequantizer (one dispatch instead of n).
-const float* dequantize_tile(DType t, const uint8_t* rows, int n, int D, float* tile) {
-  kernels::dequantize_row(t, rows, tile, static_cast<int64_t>(n) * D);
-  return tile;
-}
-
-}  // namespace
-
-void qk_rows(DType t, const float* Q, int nq, const uint8_t* K, int n, int D, float scale, float* out, int64_t ldo,
-             float* tile) {
+void qk_rows(DType t, const float* Q, int nq, const uint8_t* K, int n, int D, float scale, float* out, int64_t ldo) {
   switch (t) {
     case DType::F32:
       kernels::qk_rows_f32(Q, nq, reinterpret_cast<const float*>(K), n, D, scale, out, ldo);
@@ -33,14 +21,14 @@ void qk_rows(DType t, const float* Q, int nq, const uint8_t* K, int n, int D, fl
       kernels::qk_rows_q8_0(Q, nq, K, n, D, scale, out, ldo);
       return;
     case DType::Q4_0:
-      kernels::qk_rows_f32(Q, nq, dequantize_tile(t, K, n, D, tile), n, D, scale, out, ldo);
+      kernels::qk_rows_q4_0(Q, nq, K, n, D, scale, out, ldo);
       return;
     default:
       fail("KV pages of type {} are not supported ({})", dtype_name(t), kv_dtype_names());
   }
 }
 
-void pv_rows(DType t, const float* P, int nq, int64_t ldp, const uint8_t* V, int n, int D, float* acc, float* tile) {
+void pv_rows(DType t, const float* P, int nq, int64_t ldp, const uint8_t* V, int n, int D, float* acc) {
   switch (t) {
     case DType::F32:
       kernels::pv_rows_f32(P, nq, ldp, reinterpret_cast<const float*>(V), n, D, acc);
@@ -52,7 +40,7 @@ void pv_rows(DType t, const float* P, int nq, int64_t ldp, const uint8_t* V, int
       kernels::pv_rows_q8_0(P, nq, ldp, V, n, D, acc);
       return;
     case DType::Q4_0:
-      kernels::pv_rows_f32(P, nq, ldp, dequantize_tile(t, V, n, D, tile), n, D, acc);
+      kernels::pv_rows_q4_0(P, nq, ldp, V, n, D, acc);
       return;
     default:
       fail("KV pages of type {} are not supported ({})", dtype_name(t), kv_dtype_names());

@@ -1,10 +1,8 @@
 // The attention row kernels for every KV page type: F32 and F16 rows go to the dispatched
 // kernels (qk_rows_f32/f16, pv_rows_f32/f16 in kernels/ops.h), and so do Q8_0 rows (GGUF's blocks
 // of 32 along head_dim: an f16 scale + 32 int8 values; qk_rows_q8_0 / pv_rows_q8_0 convert d * q in
-// registers, as the F16 kernels convert F16). Q4_0 rows (an f16 scale + 32 packed 4-bit values)
-// are dequantized one page tile at a time (at most page_tokens rows) into `tile`, a caller's
-// scratch of n * D floats, and then take the f32 kernels — the cache itself is never copied to f32
-// as a whole.
+// registers, as the F16 kernels convert F16) and Q4_0 rows (an f16 scale + 32 packed 4-bit values;
+// qk_rows_q4_0 / pv_rows_q4_0 unpack the nibbles in registers). No page is ever copied to f32.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -19,10 +17,9 @@ bool kv_dtype_supported(DType t);
 const char* kv_dtype_names();
 
 // out[i * ldo + j] = scale * <Q[i], K[j]> for i < nq, j < n. K: n rows of D elements of type t,
-// contiguous (one page's rows). tile: n * D floats (used for Q4_0).
-void qk_rows(DType t, const float* Q, int nq, const uint8_t* K, int n, int D, float scale, float* out, int64_t ldo,
-             float* tile);
-// acc[i][:] += sum_j P[i * ldp + j] * V[j][:]. V: n rows of type t. tile as above.
-void pv_rows(DType t, const float* P, int nq, int64_t ldp, const uint8_t* V, int n, int D, float* acc, float* tile);
+// contiguous (one page's rows).
+void qk_rows(DType t, const float* Q, int nq, const uint8_t* K, int n, int D, float scale, float* out, int64_t ldo);
+// acc[i][:] += sum_j P[i * ldp + j] * V[j][:]. V: n rows of type t.
+void pv_rows(DType t, const float* P, int nq, int64_t ldp, const uint8_t* V, int n, int D, float* acc);
 
 }  // namespace kvs

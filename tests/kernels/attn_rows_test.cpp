@@ -59,6 +59,41 @@ std::vector<uint8_t> q8_0_rows(const std::vector<float>& x, int n, int D) {
   return out;
 }
 
+// n rows of D values as GGUF Q4_0 blocks, as a Q4_0 KV page holds them.
+std::vector<uint8_t> q4_0_rows(const std::vector<float>& x, int n, int D) {
+  std::vector<uint8_t> out(static_cast<size_t>(n) * (D / QK4_0) * sizeof(block_q4_0));
+  quantize_row_q4_0(x.data(), reinterpret_cast<block_q4_0*>(out.data()), static_cast<int64_t>(n) * D);
+  return out;
+}
+
+// A hand-made Q4_0 row: element j < 16 of a block is byte j's low nibble, 16 + j its high nibble,
+// value d * (nibble - 8).
+TEST_P(AttnPaths, Q4_0RowsReadNibblesInGgufOrder) {
+  constexpr int D = 64;
+  block_q4_0 row[2];
+  row[0].d = fp32_to_fp16(0.5f);
+  row[1].d = fp32_to_fp16(-2.0f);
+  for (int j = 0; j < 16; ++j) {
+    row[0].qs[j] = static_cast<uint8_t>(j | (15 - j) << 4);  // elements j: j, 16 + j: 15 - j
+    row[1].qs[j] = static_cast<uint8_t>(9 | 3 << 4);        // elements 32 + j: 9, 48 + j: 3
+  }
+  auto want = [&](int d) {
+    if (d < 16) return 0.5f * (d - 8);
+    if (d < 32) return 0.5f * (15 - (d - 16) - 8);
+    return -2.0f * ((d < 48 ? 9 : 3) - 8);
+  };
+  // Q = e_5 + e_20 + e_40 + e_60: score = 0.5 (5 - 8) + 0.5 (11 - 8) - 2 (1) - 2 (-5) = 8.
+  std::vector<float> Q(D, 0.0f);
+  Q[5] = Q[20] = Q[40] = Q[60] = 1.0f;
+  float s = 0;
+  k().qk_rows_q4_0(Q.data(), 1, reinterpret_cast<const uint8_t*>(row), 1, D, 1.0f, &s, 1);
+  EXPECT_FLOAT_EQ(s, 8.0f);
+  std::vector<float> acc(D, 0.0f);
+  const float p = 1.0f;
+  k().pv_rows_q4_0(&p, 1, 1, reinterpret_cast<const uint8_t*>(row), 1, D, acc.data());
+  for (int d = 0; d < D; ++d) EXPECT_FLOAT_EQ(acc[d], want(d)) << d;
+}
+
 // A hand-made Q8_0 row: the kernels read block b's scale for elements [32b, 32b + 32) and the
 // int8 value itself (not a re-quantised one).
 TEST_P(AttnPaths, QkRowsQ8_0ReadScaleTimesQuant) {
@@ -105,6 +140,12 @@ TEST_P(AttnPaths, QkRowsMatchReference) {
           k().qk_rows_q8_0(r.Q.data(), nq, K8.data(), n, D, 0.5f, got.data(), kLd);
           for (size_t i = 0; i < got.size(); ++i)
             ASSERT_NEAR(got[i], want8[i], 2e-6f * D * (1 + std::abs(want8[i]))) << "q8_0 D=" << D << " n=" << n << " i=" << i;
+          const std::vector<uint8_t> K4 = q4_0_rows(r.K, n, D);
+          ref::qk_rows_q4_0(r.Q.data(), nq, K4.data(), n, D, 0.5f, want8.data(), kLd);
+          std::fill(got.begin(), got.end(), -1.0f);
+          k().qk_rows_q4_0(r.Q.data(), nq, K4.data(), n, D, 0.5f, got.data(), kLd);
+          for (size_t i = 0; i < got.size(); ++i)
+            ASSERT_NEAR(got[i], want8[i], 2e-6f * D * (1 + std::abs(want8[i]))) << "q4_0 D=" << D << " n=" << n << " i=" << i;
         }
       }
     }
@@ -135,6 +176,13 @@ TEST_P(AttnPaths, PvRowsMatchReference) {
           k().pv_rows_q8_0(r.P.data(), nq, kLd, V8.data(), n, D, got.data());
           for (size_t i = 0; i < got.size(); ++i)
             ASSERT_NEAR(got[i], want8[i], 2e-6f * n * (1 + std::abs(want8[i]))) << "q8_0 D=" << D << " n=" << n << " i=" << i;
+          const std::vector<uint8_t> V4 = q4_0_rows(r.V, n, D);
+          std::fill(want8.begin(), want8.end(), 0.25f);
+          ref::pv_rows_q4_0(r.P.data(), nq, kLd, V4.data(), n, D, want8.data());
+          std::fill(got.begin(), got.end(), 0.25f);
+          k().pv_rows_q4_0(r.P.data(), nq, kLd, V4.data(), n, D, got.data());
+          for (size_t i = 0; i < got.size(); ++i)
+            ASSERT_NEAR(got[i], want8[i], 2e-6f * n * (1 + std::abs(want8[i]))) << "q4_0 D=" << D << " n=" << n << " i=" << i;
         }
       }
     }

@@ -24,6 +24,16 @@ struct Simd {
     const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.qs + d % QK8_0));
     return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), _mm256_set1_ps(h2f(b.d)));
   }
+  // 8 of a Q4_0 block's 32 values (d % 32 is 0 or 8: low nibbles of bytes 0-7 / 8-15; 16 or 24:
+  // their high nibbles), (q - 8) * d.
+  static vec at(const block_q4_0* row, int d) {
+    const block_q4_0& b = row[d / QK4_0];
+    const int j = d % QK4_0;
+    const __m128i x = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.qs + j % 16));
+    const __m128i nib = _mm_and_si128(j < 16 ? x : _mm_srli_epi16(x, 4), _mm_set1_epi8(0x0F));
+    const __m256i q = _mm256_sub_epi32(_mm256_cvtepu8_epi32(nib), _mm256_set1_epi32(8));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_set1_ps(h2f(b.d)));
+  }
   static vec set1(float x) { return _mm256_set1_ps(x); }
   static vec fmadd(vec a, vec b, vec c) { return _mm256_fmadd_ps(a, b, c); }
   static void store(float* p, vec v) { _mm256_storeu_ps(p, v); }
@@ -64,6 +74,13 @@ void qk_rows_q8_0(const float* Q, int nq, const uint8_t* K, int n, int D, float 
 }
 void pv_rows_q8_0(const float* P, int nq, int64_t ldp, const uint8_t* V, int n, int D, float* acc) {
   pv_rows<Simd>(P, nq, ldp, reinterpret_cast<const block_q8_0*>(V), n, D, acc);
+}
+// Q4_0 rows: D is a multiple of 32 (whole blocks).
+void qk_rows_q4_0(const float* Q, int nq, const uint8_t* K, int n, int D, float scale, float* out, int64_t ldo) {
+  qk_rows<Simd>(Q, nq, reinterpret_cast<const block_q4_0*>(K), n, D, scale, out, ldo);
+}
+void pv_rows_q4_0(const float* P, int nq, int64_t ldp, const uint8_t* V, int n, int D, float* acc) {
+  pv_rows<Simd>(P, nq, ldp, reinterpret_cast<const block_q4_0*>(V), n, D, acc);
 }
 
 void qk_panels(const float* Q, int rows, int D, const float* Kt, int n_panels, float* S, int64_t lds) {

@@ -36,6 +36,14 @@ struct Simd {
     const block_q8_0& b = row[d / QK8_0];
     return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(loadu128(b.qs + d % QK8_0))), _mm512_set1_ps(h2f(b.d)));
   }
+  // 16 of a Q4_0 block's 32 values (d % 32 is 0: the low nibbles, or 16: the high ones), (q - 8) * d.
+  static vec at(const block_q4_0* row, int d) {
+    const block_q4_0& b = row[d / QK4_0];
+    const __m128i x = loadu128(b.qs);
+    const __m128i nib = _mm_and_si128(d % QK4_0 == 0 ? x : _mm_srli_epi16(x, 4), _mm_set1_epi8(0x0F));
+    const __m512i q = _mm512_sub_epi32(_mm512_cvtepu8_epi32(nib), _mm512_set1_epi32(8));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(h2f(b.d)));
+  }
   static vec set1(float x) { return _mm512_set1_ps(x); }
   static vec fmadd(vec a, vec b, vec c) { return _mm512_fmadd_ps(a, b, c); }
   static void store(float* p, vec v) { _mm512_storeu_ps(p, v); }
@@ -79,6 +87,12 @@ void qk_rows_q8_0(const float* Q, int nq, const uint8_t* K, int n, int D, float 
 }
 void pv_rows_q8_0(const float* P, int nq, int64_t ldp, const uint8_t* V, int n, int D, float* acc) {
   pv_rows<Simd>(P, nq, ldp, reinterpret_cast<const block_q8_0*>(V), n, D, acc);
+}
+void qk_rows_q4_0(const float* Q, int nq, const uint8_t* K, int n, int D, float scale, float* out, int64_t ldo) {
+  qk_rows<Simd>(Q, nq, reinterpret_cast<const block_q4_0*>(K), n, D, scale, out, ldo);
+}
+void pv_rows_q4_0(const float* P, int nq, int64_t ldp, const uint8_t* V, int n, int D, float* acc) {
+  pv_rows<Simd>(P, nq, ldp, reinterpret_cast<const block_q4_0*>(V), n, D, acc);
 }
 
 

@@ -21,6 +21,11 @@ inline float at(const block_q8_0* row, int d) {
   const block_q8_0& b = row[d / QK8_0];
   return h2f_vec(b.d) * static_cast<float>(b.qs[d % QK8_0]);
 }
+inline float at(const block_q4_0* row, int d) {
+  const block_q4_0& b = row[d / QK4_0];
+  const int j = d % QK4_0;
+  return h2f_vec(b.d) * static_cast<float>((j < 16 ? b.qs[j] & 0x0F : b.qs[j - 16] >> 4) - 8);
+}
 
 template <typename KT>
 void qk_rows(const float* Q, int nq, const KT* K, int n, int D, float scale, float* out, int64_t ldo) {
@@ -65,6 +70,12 @@ void qk_rows_q8_0(const float* Q, int nq, const uint8_t* K, int n, int D, float 
 }
 void pv_rows_q8_0(const float* P, int nq, int64_t ldp, const uint8_t* V, int n, int D, float* acc) {
   pv_rows(P, nq, ldp, reinterpret_cast<const block_q8_0*>(V), n, D, acc);
+}
+void qk_rows_q4_0(const float* Q, int nq, const uint8_t* K, int n, int D, float scale, float* out, int64_t ldo) {
+  qk_rows(Q, nq, reinterpret_cast<const block_q4_0*>(K), n, D, scale, out, ldo);
+}
+void pv_rows_q4_0(const float* P, int nq, int64_t ldp, const uint8_t* V, int n, int D, float* acc) {
+  pv_rows(P, nq, ldp, reinterpret_cast<const block_q4_0*>(V), n, D, acc);
 }
 
 // Prefill tiles: the same products as plain loops (the innermost one, over a panel's 16 keys or

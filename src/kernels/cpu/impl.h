@@ -19,6 +19,7 @@ inline const KT* row_of(const KT* K, int64_t r, int D) {
   return K + r * D;
 }
 inline const block_q8_0* row_of(const block_q8_0* K, int64_t r, int D) { return K + r * (D / QK8_0); }
+inline const block_q4_0* row_of(const block_q4_0* K, int64_t r, int D) { return K + r * (D / QK4_0); }
 }  // namespace kvs::kernels
 
 #define KVS_KERNEL_SET_DECLS                                                                     \
@@ -97,6 +98,10 @@ inline const block_q8_0* row_of(const block_q8_0* K, int64_t r, int D) { return 
   void qk_rows_q8_0(const float* Q, int nq, const uint8_t* K, int n, int D, float scale,         \
                     float* out, int64_t ldo);                                                    \
   void pv_rows_q8_0(const float* P, int nq, int64_t ldp, const uint8_t* V, int n, int D,         \
+                    float* acc);                                                                 \
+  void qk_rows_q4_0(const float* Q, int nq, const uint8_t* K, int n, int D, float scale,         \
+                    float* out, int64_t ldo);                                                    \
+  void pv_rows_q4_0(const float* P, int nq, int64_t ldp, const uint8_t* V, int n, int D,         \
                     float* acc);                                                                 \
   float exp_sub_sum(float* x, int64_t n, float sub);                                             \
   float max_f32(const float* x, int64_t n);                                                      \
@@ -179,6 +184,8 @@ void pv_rows_f32(const float* P, int nq, int64_t ldp, const float* V, int n, int
 void pv_rows_f16(const float* P, int nq, int64_t ldp, const uint16_t* V, int n, int D, float* acc);
 void qk_rows_q8_0(const float* Q, int nq, const uint8_t* K, int n, int D, float scale, float* out, int64_t ldo);
 void pv_rows_q8_0(const float* P, int nq, int64_t ldp, const uint8_t* V, int n, int D, float* acc);
+void qk_rows_q4_0(const float* Q, int nq, const uint8_t* K, int n, int D, float scale, float* out, int64_t ldo);
+void pv_rows_q4_0(const float* P, int nq, int64_t ldp, const uint8_t* V, int n, int D, float* acc);
 void qk_panels(const float* Q, int rows, int D, const float* Kt, int n_panels, float* S, int64_t lds);
 void pv_tile(const float* P, int rows, int64_t ldp, const float* V, int n, int D, float* O);
 void pack_key_panels(const float* K, int n, int D, float* Kt);

@@ -53,6 +53,8 @@ namespace {
     k.pv_rows_f16 = ns::pv_rows_f16;                                                             \
     k.qk_rows_q8_0 = ns::qk_rows_q8_0;                                                           \
     k.pv_rows_q8_0 = ns::pv_rows_q8_0;                                                           \
+    k.qk_rows_q4_0 = ns::qk_rows_q4_0;                                                           \
+    k.pv_rows_q4_0 = ns::pv_rows_q4_0;                                                           \
     k.exp_sub_sum = ns::exp_sub_sum;                                                             \
     k.max_f32 = ns::max_f32;                                                                     \
     k.argmax_f32 = generic::argmax_f32;                                                          \
@@ -126,6 +128,8 @@ KernelTable make_avx512() {
   k.pv_rows_f16 = avx512::pv_rows_f16;
   k.qk_rows_q8_0 = avx512::qk_rows_q8_0;
   k.pv_rows_q8_0 = avx512::pv_rows_q8_0;
+  k.qk_rows_q4_0 = avx512::qk_rows_q4_0;
+  k.pv_rows_q4_0 = avx512::pv_rows_q4_0;
   k.qk_panels = avx512::qk_panels;
   k.pv_tile = avx512::pv_tile;
   k.exp_sub_sum = avx512::exp_sub_sum;

@@ -43,6 +43,8 @@ void qk_rows_f16(const float* Q, int nq, const uint16_t* K, int n, int D, float 
 void pv_rows_f32(const float* P, int nq, int64_t ldp, const float* V, int n, int D, float* acc);
 void pv_rows_f16(const float* P, int nq, int64_t ldp, const uint16_t* V, int n, int D, float* acc);
 void qk_rows_q8_0(const float* Q, int nq, const uint8_t* K, int n, int D, float scale, float* out, int64_t ldo);
+void qk_rows_q4_0(const float* Q, int nq, const uint8_t* K, int n, int D, float scale, float* out, int64_t ldo);
+void pv_rows_q4_0(const float* P, int nq, int64_t ldp, const uint8_t* V, int n, int D, float* acc);
 void pv_rows_q8_0(const float* P, int nq, int64_t ldp, const uint8_t* V, int n, int D, float* acc);
 float exp_sub_sum(float* x, int64_t n, float sub);
 float max_f32(const float* x, int64_t n);

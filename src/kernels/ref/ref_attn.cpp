@@ -18,6 +18,14 @@ inline double value(const block_q8_0* K, int64_t r, int D, int d) {
   const block_q8_0& b = K[r * (D / QK8_0) + d / QK8_0];
   return double(fp16_to_fp32(b.d)) * b.qs[d % QK8_0];
 }
+// Q4_0 (GGUF): D / 32 blocks of {f16 d, 16 bytes}; element j < 16 = low nibble of byte j, 16 + j
+// its high nibble; value d * (nibble - 8).
+inline double value(const block_q4_0* K, int64_t r, int D, int d) {
+  const block_q4_0& b = K[r * (D / QK4_0) + d / QK4_0];
+  const int j = d % QK4_0;
+  const int nib = j < 16 ? b.qs[j] & 0x0F : b.qs[j - 16] >> 4;
+  return double(fp16_to_fp32(b.d)) * (nib - 8);
+}
 
 template <typename KT>
 void qk_rows(const float* Q, int nq, const KT* K, int n, int D, float scale, float* out, int64_t ldo) {
@@ -58,6 +66,13 @@ void qk_rows_q8_0(const float* Q, int nq, const uint8_t* K, int n, int D, float 
 }
 void pv_rows_q8_0(const float* P, int nq, int64_t ldp, const uint8_t* V, int n, int D, float* acc) {
   pv_rows(P, nq, ldp, reinterpret_cast<const block_q8_0*>(V), n, D, acc);
+}
+
+void qk_rows_q4_0(const float* Q, int nq, const uint8_t* K, int n, int D, float scale, float* out, int64_t ldo) {
+  qk_rows(Q, nq, reinterpret_cast<const block_q4_0*>(K), n, D, scale, out, ldo);
+}
+void pv_rows_q4_0(const float* P, int nq, int64_t ldp, const uint8_t* V, int n, int D, float* acc) {
+  pv_rows(P, nq, ldp, reinterpret_cast<const block_q4_0*>(V), n, D, acc);
 }
 
 }  // namespace kvs::kernels::ref
