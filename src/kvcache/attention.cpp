@@ -86,9 +86,10 @@ float compat_probs(float* row, int32_t n, float m) {
 // per task) but reads the key halves a page stride apart. Measured, BM_BatchedDecodeAttention
 // (16 sequences x 2,048 tokens from DRAM, 2 threads), GB/s: F16 pages 39.8-40.9 one page vs
 // 26.3-26.4 whole task (two passes without the values' prefetch: 31-35); F32 38.3-39.8 vs
-// 30.2-36.5; but Q8_0 14.6-14.7 vs 26.6-27.3 and Q4_0 7.0-9.3 vs 6.8-7.6: quantized rows cost
-// more per row (the conversion), so the per-page softmax and calls weigh more and the DRAM
-// stream is not what binds them (BENCHMARKS.md "Decode attention: keys and values page by page").
+// 30.2-36.5; but Q8_0 14.6-14.7 vs 26.6-27.3: quantized rows cost more per row (the
+// conversion), so the per-page softmax and calls weigh more and the DRAM stream is not what binds
+// them (BENCHMARKS.md "Decode attention: keys and values page by page"). Q4_0 rows, since they
+// are unpacked in registers: 7.8-12.6 one page vs 13.0-13.6 ("Q4_0 pages read in place").
 // llama.cpp numerics (compat) also take the whole range: they round normalised probabilities,
 // which needs the row's max before any exponential.
 int32_t softmax_block_rows(DType t, bool compat, int page_tokens, int32_t task_rows) {
