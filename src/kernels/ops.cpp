@@ -97,6 +97,10 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
   check_row(t, n, "quantize_row");
   switch (t) {
     case DType::F16: return active_kernels().f32_to_f16(src, static_cast<uint16_t*>(dst), n);
+    // The KV cache's row types (every appended K / V row): vectorised, bit-exact with the scalar
+    // quantisers below.
+    case DType::Q8_0: return active_kernels().quant_kv_q8_0(src, dst, n);
+    case DType::Q4_0: return active_kernels().quant_kv_q4_0(src, dst, n);
     default: return ref::quantize_row(t, src, dst, n);  // offline; the scalar quantisers define them
   }
 }

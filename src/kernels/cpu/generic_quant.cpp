@@ -15,6 +15,8 @@
 namespace kvs::kernels::generic {
 
 void quant_act_q8_0(const float* x, void* y, int64_t n) { prepare_act_q8_0(x, y, n); }
+void quant_kv_q8_0(const float* x, void* y, int64_t n) { quantize_row_q8_0(x, static_cast<block_q8_0*>(y), n); }
+void quant_kv_q4_0(const float* x, void* y, int64_t n) { quantize_row_q4_0(x, static_cast<block_q4_0*>(y), n); }
 void quant_act_q8_K(const float* x, void* y, int64_t n) {
   quantize_act_q8_K(x, static_cast<block_q8_K*>(y), n);
 }

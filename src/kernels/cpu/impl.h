@@ -25,6 +25,8 @@ inline const block_q4_0* row_of(const block_q4_0* K, int64_t r, int D) { return 
 #define KVS_KERNEL_SET_DECLS                                                                     \
   void quant_act_q8_0(const float* x, void* y, int64_t n);                                       \
   void quant_act_q8_K(const float* x, void* y, int64_t n);                                       \
+  void quant_kv_q8_0(const float* x, void* y, int64_t n);                                        \
+  void quant_kv_q4_0(const float* x, void* y, int64_t n);                                        \
   void dequant_f16(const void* src, float* dst, int64_t n);                                      \
   void dequant_bf16(const void* src, float* dst, int64_t n);                                     \
   void dequant_q8_0(const void* src, float* dst, int64_t n);                                     \

@@ -21,6 +21,8 @@ namespace {
     k.quant_act_q8_0 = ns::quant_act_q8_0;                                                       \
     k.quant_act_q8_1 = ns::quant_act_q8_1;                                                       \
     k.quant_act_q8_K = ns::quant_act_q8_K;                                                       \
+    k.quant_kv_q8_0 = ns::quant_kv_q8_0;                                                         \
+    k.quant_kv_q4_0 = ns::quant_kv_q4_0;                                                         \
     KVS_FILL_TYPE(k, ns, f16);                                                                   \
     KVS_FILL_TYPE(k, ns, bf16);                                                                  \
     KVS_FILL_TYPE(k, ns, q8_0);                                                                  \

@@ -43,6 +43,10 @@ struct KernelTable {
   QuantFn quant_act_q8_0;
   QuantFn quant_act_q8_1;
   QuantFn quant_act_q8_K;
+  // KV cache rows (KvCache::write_row; bit-exact with quantize_row_q8_0 / quantize_row_q4_0,
+  // whose rounding differs from the activations': ties away from zero).
+  QuantFn quant_kv_q8_0;
+  QuantFn quant_kv_q4_0;
 
   // Row dequantisers to F32 (bit-exact with the scalar reference).
   DequantFn dequant_f16, dequant_bf16, dequant_q8_0, dequant_q4_0, dequant_q4_K, dequant_q6_K;
