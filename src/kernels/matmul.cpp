@@ -185,17 +185,36 @@ void matmul_packed(const KernelTable& k, const MatmulConfig& cfg, std::span<cons
   std::array<int64_t, kMaxJobs + 1> first{};
   for (size_t j = 0; j < jobs.size(); ++j) first[j + 1] = first[j] + (jobs[j].P->ngroups + chunk - 1) / chunk;
   ChunkQueue queue(first[jobs.size()], 1);
+  // Chunk c: its job and first group.
+  auto locate = [&](int64_t c, size_t* j, int64_t* gb) {
+    *j = 0;
+    while (c >= first[*j + 1]) ++*j;
+    *gb = (c - first[*j]) * chunk;
+  };
   run_parallel(pool, cfg, macs, [&](int, int) {
-    int64_t c, ce;
-    while (queue.next(&c, &ce)) {
-      size_t j = 0;
-      while (c >= first[j + 1]) ++j;
+    // Each thread takes its next chunk from the queue before running the current one, so that the
+    // current one's last group prefetches the next one's first (otherwise every chunk starts on
+    // weights straight from DRAM: ~8 chunks per matrix, 4-5 matrices per layer; a 16-sequence
+    // decode step with ~50 tokens held, 7.6-8.1 -> 7.2-7.6 ms, BENCHMARKS.md, issue 25).
+    int64_t c, ce, cn, cne;
+    bool have = queue.next(&c, &ce);
+    for (bool have_next; have; c = cn, have = have_next) {
+      have_next = queue.next(&cn, &cne);
+      size_t j, jn;
+      int64_t gb, gbn;
+      locate(c, &j, &gb);
       const PackedWeights& P = *jobs[j].P;
-      const int64_t gb = (c - first[j]) * chunk, ge = std::min(P.ngroups, gb + chunk), r0 = gb * kPackRows;
+      const int64_t ge = std::min(P.ngroups, gb + chunk), r0 = gb * kPackRows;
+      const uint8_t* next = nullptr;
+      if (have_next) {
+        locate(cn, &jn, &gbn);
+        next = jobs[jn].P->group(gbn);
+      }
       for (int64_t t0 = 0; t0 < n_tok; t0 += tb) {
         const int nt = static_cast<int>(std::min(tb, n_tok - t0));
+        // (With several token blocks only the last one's pass moves on to the next chunk.)
         tile(P.group(gb), P.group_stride, static_cast<int>(ge - gb), P.rows - r0, act + t0 * act_stride, act_stride, nt,
-             cols, jobs[j].y + t0 * jobs[j].ldy + r0, jobs[j].ldy);
+             cols, jobs[j].y + t0 * jobs[j].ldy + r0, jobs[j].ldy, t0 + tb >= n_tok ? next : P.group(gb));
       }
     }
   });

@@ -175,8 +175,9 @@ TEST(PackedWeights, Avx512TileMatchesScalarTile) {
           const int64_t ldo = rows + 3;
           std::vector<float> want(nt * ldo, -7.0f), got(nt * ldo, -7.0f);
           tile_packed_ref(*p, 0, p->ngroups, a.data(), as, nt, want.data(), ldo);
+          // pf_after: a group past the tile's (prefetched only; the result must not change).
           tile(p->group(0), p->group_stride, static_cast<int>(p->ngroups), rows, a.data(), as, nt, cols, got.data(),
-               ldo);
+               ldo, p->group(0));
           const size_t rb = dtype_row_bytes(t, cols);
           for (int i = 0; i < nt; ++i)
             for (int64_t r = 0; r < ldo; ++r) {

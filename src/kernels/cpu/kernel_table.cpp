@@ -8,9 +8,9 @@
 namespace kvs::kernels {
 namespace avx512 {
 void tile_q4_0p(const uint8_t* w, size_t gs, int ng, int64_t nr, const uint8_t* a, size_t as, int nt, int64_t n,
-                float* out, int64_t ldo);  // tile_packed_avx512.cpp
+                float* out, int64_t ldo, const uint8_t* pf_after);  // tile_packed_avx512.cpp
 void tile_q8_0p(const uint8_t* w, size_t gs, int ng, int64_t nr, const uint8_t* a, size_t as, int nt, int64_t n,
-                float* out, int64_t ldo);  // tile_packed_avx512.cpp
+                float* out, int64_t ldo, const uint8_t* pf_after);  // tile_packed_avx512.cpp
 }  // namespace avx512
 namespace {
 

@@ -29,9 +29,12 @@ using DotTileFn = void (*)(const uint8_t* w, size_t w_stride, int nr, const uint
                            size_t act_stride, int nt, int64_t n, float* out, int64_t ldo);
 // Repacked Q4_0 / Q8_0 (kernels/packed_weights.h): out[t * ldo + i] = dot(row i, token t) for the
 // rows i < min(nr, 16 * ng) of the ng 16-row groups at w (group_stride bytes apart), tokens t < nt;
-// activation rows in the packed activation format, act_stride bytes apart.
+// activation rows in the packed activation format, act_stride bytes apart. pf_after (or null): a
+// group the caller reads next (its next chunk), prefetched while the last group is read, as each
+// group prefetches the one after it.
 using PackedTileFn = void (*)(const uint8_t* w, size_t group_stride, int ng, int64_t nr, const uint8_t* act,
-                              size_t act_stride, int nt, int64_t n, float* out, int64_t ldo);
+                              size_t act_stride, int nt, int64_t n, float* out, int64_t ldo,
+                              const uint8_t* pf_after);
 using DequantFn = void (*)(const void* src, float* dst, int64_t n);
 using QuantFn = void (*)(const float* src, void* dst, int64_t n);
 

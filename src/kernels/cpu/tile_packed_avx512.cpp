@@ -136,28 +136,29 @@ void group_tokens(const uint8_t* g, int rows, const uint8_t* a, size_t as, int n
 
 template <class F>
 void tile(const uint8_t* w, size_t gs, int ng, int64_t nr, const uint8_t* a, size_t as, int nt, int64_t n,
-          float* out, int64_t ldo) {
+          float* out, int64_t ldo, const uint8_t* pf_after) {
   for (int g = 0; g < ng; ++g) {
     const int rows = static_cast<int>(std::min<int64_t>(kPackRows, nr - int64_t{g} * kPackRows));
     // The next group's prefetch pays with several tokens (LM head 49152 x 576 from DRAM, 16 tokens,
     // one thread: 318 -> 570 GFLOP/s); with one token the hardware prefetcher alone keeps up
     // (107 vs 101 GFLOP/s with it). BENCHMARKS.md, issue 25.
-    // (Within this call's groups only: past the last one lies another thread's chunk, or the end.)
+    // After the last group: the caller's next chunk (pf_after), not what lies past this one (another
+    // thread's chunk, or the end).
     group_tokens<F>(w + g * gs, rows, a, as, nt, n, out + g * kPackRows, ldo,
-                    nt > 1 && g + 1 < ng ? w + (g + 1) * gs : nullptr);
+                    nt > 1 ? (g + 1 < ng ? w + (g + 1) * gs : pf_after) : nullptr);
   }
 }
 
 }  // namespace
 
 void tile_q4_0p(const uint8_t* w, size_t gs, int ng, int64_t nr, const uint8_t* a, size_t as, int nt, int64_t n,
-                float* out, int64_t ldo) {
-  tile<Q4_0P>(w, gs, ng, nr, a, as, nt, n, out, ldo);
+                float* out, int64_t ldo, const uint8_t* pf_after) {
+  tile<Q4_0P>(w, gs, ng, nr, a, as, nt, n, out, ldo, pf_after);
 }
 
 void tile_q8_0p(const uint8_t* w, size_t gs, int ng, int64_t nr, const uint8_t* a, size_t as, int nt, int64_t n,
-                float* out, int64_t ldo) {
-  tile<Q8_0P>(w, gs, ng, nr, a, as, nt, n, out, ldo);
+                float* out, int64_t ldo, const uint8_t* pf_after) {
+  tile<Q8_0P>(w, gs, ng, nr, a, as, nt, n, out, ldo, pf_after);
 }
 
 }  // namespace kvs::kernels::avx512

@@ -123,12 +123,18 @@ async function throughput() {
       for (const n of ns) {
         const walls = [];
         const perSeq = [];
+        const inStep = [];  // per rep: seconds inside batched steps, steps, decode rows (from /metrics)
         for (let rep = 0; rep < reps; ++rep) {
+          const m0 = await metrics(s.url);
           const t = performance.now();
           const rs = await Promise.all(ids.slice(0, n).map((c) => post(s.url, '/v1/completions', {
             context_id: c.id, prompt: [200 + rep], max_tokens: nnew, ignore_eos: true, temperature: 0,
           })));
           const wall = (performance.now() - t) / 1000;
+          const m1 = await metrics(s.url);
+          const d = (k) => m1[k] - m0[k];
+          inStep.push({ s: d('kvshrink_batch_step_seconds_total'), steps: d('kvshrink_batch_steps_total'),
+            rows: d('kvshrink_batch_decode_rows_total') });
           for (const r of rs) {
             if (r.status !== 200 || r.json.usage.completion_tokens !== nnew) throw new Error(`answer: ${r.status} ${JSON.stringify(r.json)}`);
             perSeq.push(r.json.timings.decode_tokens_per_second);
@@ -136,8 +142,12 @@ async function throughput() {
           walls.push(wall);
         }
         const wall = median(walls);
+        // Where the wall went: the median rep's time inside batched forward steps, their count and
+        // the decode rows they fed (the rest is HTTP, scheduling, sampling and the steps' ramp).
+        const st = inStep[walls.indexOf(wall)] ?? inStep[0];
         const row = { mode, n, ctx, new: nnew, wall_s: wall, aggregate_tps: (n * nnew) / wall, per_seq_tps: median(perSeq),
-          kv_bytes_per_ctx: ids[0].kv_bytes_held };
+          kv_bytes_per_ctx: ids[0].kv_bytes_held, step_s: st.s, steps: st.steps, decode_rows: st.rows,
+          ms_per_step: (1000 * st.s) / st.steps };
         rows.push(row);
         console.log(JSON.stringify(row));
       }
