@@ -147,6 +147,23 @@ bool KvCache::append(int layer, int n_tok, const float* k, const float* v, const
   return true;
 }
 
+void KvCache::prefetch_append(int layer) const {
+  const int P = layout_.page_tokens;
+  const size_t rb = layout_.row_bytes();
+  for (int kvh = 0; kvh < layout_.n_head_kv; ++kvh) {
+    const HeadCache& h = heads_[idx(layer, kvh)];
+    const int32_t slot = h.len();
+    if (slot % P == 0 || pool_->refcount(h.pages.back()) > 1) continue;
+    const uint8_t* k = slot_ptr(h, slot, false);
+    const uint8_t* v = slot_ptr(h, slot, true);
+    // Every line of both rows (rows are not line-aligned: first and last byte's lines included).
+    for (size_t off = 0; off < rb + 63; off += 64) {
+      __builtin_prefetch(k + std::min(off, rb - 1), 1, 3);
+      __builtin_prefetch(v + std::min(off, rb - 1), 1, 3);
+    }
+  }
+}
+
 HeadCache* KvCache::prepare_load(int layer, int kvh, const int32_t* pos, int32_t n, const float* mass) {
   HeadCache& h = heads_[idx(layer, kvh)];
   KVS_ASSERT(h.len() == 0);

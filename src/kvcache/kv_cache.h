@@ -81,6 +81,12 @@ class KvCache {
   // (post-RoPE keys); pos: [n_tok] increasing and greater than every position already held.
   // Returns false, changing nothing, if the pool cannot supply the pages.
   bool append(int layer, int n_tok, const float* k, const float* v, const int32_t* pos);
+  // Asks the memory system for the rows the next append(layer, 1, ...) writes (a hint, changes
+  // nothing): a decode step appends one token to each of its sequences, every row a cache miss
+  // (write-allocate) that append would otherwise wait for one after another; calling this for
+  // every sequence of a batch first lets those misses overlap. A head whose next slot starts a new
+  // page, or whose last page is shared (copy-on-write), is skipped.
+  void prefetch_append(int layer) const;
 
   // Fills an empty head with rows (k, v: [n][head_dim], pos increasing, mass optional); used to
   // load a saved cache. Returns false if the pool cannot supply the pages.

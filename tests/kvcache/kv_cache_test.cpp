@@ -41,11 +41,12 @@ void fill(KvCache& c, int n, int start = 0) {
 
 void expect_rows(const KvCache& c, int layer, int h) {
   const auto& hc = c.head(layer, h);
-  std::vector<float> k(8), v(8);
+  const int D = c.layout().head_dim;
+  std::vector<float> k(D), v(D);
   for (int32_t s = 0; s < hc.len(); ++s) {
     c.read_k(layer, h, s, k.data());
     c.read_v(layer, h, s, v.data());
-    for (int d = 0; d < 8; ++d) {
+    for (int d = 0; d < D; ++d) {
       ASSERT_EQ(k[d], kval(layer, h, hc.pos[s], d)) << "slot " << s;
       ASSERT_EQ(v[d], vval(layer, h, hc.pos[s], d));
     }
@@ -136,6 +137,38 @@ TEST(KvCache, ForkSharesPagesAndCopiesOnWrite) {
   }
   EXPECT_EQ(pool.pages_in_use(), base);  // the fork's pages are all returned
   for (int h = 0; h < 3; ++h) expect_rows(c, 1, h);
+}
+
+// prefetch_append is a hint: on an empty cache, mid-page, at a page boundary and on a fork whose
+// last page is shared it changes nothing (rows, lengths, pages in use) and the appends after it
+// still land where they should (with ASan: it touches nothing it should not).
+TEST(KvCache, PrefetchAppendChangesNothing) {
+  for (DType t : {DType::F32, DType::F16, DType::Q8_0}) {
+    auto l = layout(t);
+    l.head_dim = 64;  // Q8_0 rows of two blocks (68 bytes: not line-aligned)
+    PagePool pool(l.page_bytes());
+    KvCache c(pool, l);
+    for (int n = 0; n < 9; ++n) {  // 0 .. 8 tokens: empty, mid-page, the page boundaries at 4 and 8
+      const size_t pages = pool.pages_in_use();
+      for (int layer = 0; layer < l.n_layer; ++layer) c.prefetch_append(layer);
+      EXPECT_EQ(pool.pages_in_use(), pages);
+      EXPECT_EQ(c.len(0, 0), n);
+      fill(c, 1, n);
+    }
+    auto f = c.fork();  // 9 tokens: the last page (one row) shared
+    const size_t shared = pool.pages_in_use();
+    for (int layer = 0; layer < l.n_layer; ++layer) f->prefetch_append(layer);
+    EXPECT_EQ(pool.pages_in_use(), shared);
+    fill(*f, 1, 9);
+    EXPECT_EQ(f->len(1, 2), 10);
+    EXPECT_EQ(c.len(1, 2), 9);
+    if (t == DType::F32)
+      for (int layer = 0; layer < 2; ++layer)
+        for (int h = 0; h < 3; ++h) {
+          expect_rows(c, layer, h);
+          expect_rows(*f, layer, h);
+        }
+  }
 }
 
 TEST(KvCache, RowWritesSetValuesAndMass) {

@@ -122,6 +122,9 @@ void attention_block(const Runtime& rt, const ArchBlock& block, Activations& a, 
   // (one parallel section for the batch's decode rows), then each sequence's observer.
   std::vector<AttnJob> jobs;
   jobs.reserve(segs.size());
+  // With several sequences, their caches' next rows are asked for first (KvCache::prefetch_append).
+  if (segs.size() > 1)
+    for (const Segment& sg : segs) sg.cache->prefetch_append(il);
   for (const Segment& sg : segs) {
     const size_t r0 = static_cast<size_t>(sg.first);
     const int32_t* sp = a.pos.data() + r0;
