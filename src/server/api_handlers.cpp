@@ -28,12 +28,11 @@ uint64_t random_u64() {
 }
 
 // Waits until `done(snapshot)` or the client goes away (then the job is cancelled and the
-// snapshot's state set to Cancelled).
+// snapshot's state set to Cancelled); woken by the job's state changes, and every kPoll to look
+// at the connection.
 JobSnapshot await(Job& job, const ConnectionWatch& watch, bool (*done)(const JobSnapshot&)) {
-  uint64_t seen = 0;
   for (;;) {
-    JobSnapshot s = job.wait(seen, kPoll);
-    seen = s.version;
+    JobSnapshot s = job.wait_for_state(done, kPoll);
     if (done(s)) return s;
     if (watch.closed()) {
       job.cancel();

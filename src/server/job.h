@@ -66,8 +66,14 @@ class Job {
   void cancel() { cancelled_ = true; }
   bool cancelled() const { return cancelled_; }
 
-  // Handler side: waits until the snapshot's version passes `seen` or `timeout` elapses.
+  // Handler side: waits until the snapshot's version passes `seen` or `timeout` elapses (a
+  // streamed answer: every token is progress).
   JobSnapshot wait(uint64_t seen, std::chrono::milliseconds timeout);
+  // Handler side, an answer sent whole: waits until done(snapshot) or `timeout` elapses, woken only
+  // when the job's state changes (admitted, finished, failed, cancelled), not at every token — a
+  // handler thread per request woken every decode step took the compute threads' cores 16 times a
+  // step with 16 sequences in flight (BENCHMARKS.md, issue 25).
+  JobSnapshot wait_for_state(bool (*done)(const JobSnapshot&), std::chrono::milliseconds timeout);
   JobSnapshot snapshot();
 
   // Scheduler side.
@@ -77,7 +83,8 @@ class Job {
  private:
   std::atomic<bool> cancelled_{false};
   std::mutex mu_;
-  std::condition_variable cv_;
+  std::condition_variable cv_;        // every update
+  std::condition_variable state_cv_;  // updates that change s_.state
   JobSnapshot s_;
 };
 
