@@ -4,7 +4,8 @@
 //   node tests/server/bench/bench.mjs throughput --bin build/tools/kvshrink --model smollm2-q8.gguf \
 //        [--ctx 2048] [--new 64] [--n 1,4,16] [--modes full,snapkv:0.25] [--reps 3] [-t 2] [--kv-type q8_0]
 //     aggregate decode tokens/s of N sequences decoding together, each on its own stored context
-//     of --ctx random tokens (created first), full cache vs compressed.
+//     of --ctx random tokens (created first), full cache vs compressed; with the median rep's time
+//     inside batched steps, their count and ms per step (from /metrics: step_s, steps, ms_per_step).
 //   node tests/server/bench/bench.mjs memory --bin ... --model ... --cap 1G [--ctx 8192] [--k 12] \
 //        [--modes full,snapkv:0.25]
 //     K concurrent requests, each an 8k-token prompt (+ 32 new tokens), under --max-kv-bytes CAP:
