@@ -42,12 +42,6 @@ inline __m256i truncate_i8(__m256 v) {
   return _mm256_cvttps_epi32(v);
 }
 
-// 32 int32 in [-128, 127] (4 vectors of 8, in order) -> 32 int8 in order.
-inline __m256i pack_i8(__m256i i0, __m256i i1, __m256i i2, __m256i i3) {
-  const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
-  return _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-}
-
 }  // namespace
 
 void quant_kv_q8_0(const float* x, void* y, int64_t n) {

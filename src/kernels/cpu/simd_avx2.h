@@ -43,6 +43,12 @@ inline int32_t hsum_epi32(__m256i v) {
 
 inline __m256 abs_ps(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
 
+// 32 int32 (4 vectors of 8, in order) -> 32 int8 in order, saturating.
+inline __m256i pack_i8(__m256i i0, __m256i i1, __m256i i2, __m256i i3) {
+  const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+  return _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
 // 8 bf16 -> 8 fp32.
 inline __m256 bf16x8_to_ps(const uint16_t* p) {
   const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
