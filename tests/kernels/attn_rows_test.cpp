@@ -18,11 +18,7 @@ namespace {
 
 using test::Path;
 
-class AttnPaths : public testing::TestWithParam<Path> {
- protected:
-  void SetUp() override { KVS_SKIP_IF_NO_AVX2(GetParam()); }
-  const KernelTable& k() const { return test::table(GetParam()); }
-};
+class AttnPaths : public test::TablePaths {};
 
 constexpr int kLd = 40;  // row stride of scores / probabilities (> every n below)
 

@@ -23,11 +23,7 @@ namespace {
 
 using test::Path;
 
-class AttnTilesBf16 : public testing::TestWithParam<Path> {
- protected:
-  void SetUp() override { KVS_SKIP_IF_NO_AVX2(GetParam()); }
-  const KernelTable& k() const { return test::table(GetParam()); }
-};
+class AttnTilesBf16 : public test::TablePaths {};
 
 std::vector<float> rounded(const std::vector<float>& x) {
   std::vector<float> y(x.size());

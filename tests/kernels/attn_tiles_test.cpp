@@ -18,11 +18,7 @@ namespace {
 
 using test::Path;
 
-class AttnTiles : public testing::TestWithParam<Path> {
- protected:
-  void SetUp() override { KVS_SKIP_IF_NO_AVX2(GetParam()); }
-  const KernelTable& k() const { return test::table(GetParam()); }
-};
+class AttnTiles : public test::TablePaths {};
 
 // A hand-made case: panel layout and padding. Keys j = 0..16 (17 keys: a second, padded panel),
 // key j = (j + 1) * e_(j % D); the query row r = (r + 1) * (1, 1, ..., 1): S[r][j] = (r + 1)(j + 1).

@@ -45,11 +45,7 @@ double abs_dot(DType t, const void* w, const void* act, int64_t n) {
   return s;
 }
 
-class DotPaths : public testing::TestWithParam<Path> {
- protected:
-  void SetUp() override { KVS_SKIP_IF_NO_AVX2(GetParam()); }
-  const KernelTable& k() const { return test::table(GetParam()); }
-};
+class DotPaths : public test::TablePaths {};
 
 TEST_P(DotPaths, MatchesReferenceOnRandomBlocks) {
   for (DType t : test::kAllTypes) {

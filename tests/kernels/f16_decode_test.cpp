@@ -17,11 +17,8 @@ namespace {
 
 using test::Path;
 
-class F16DecodeTiles : public testing::TestWithParam<Path> {
+class F16DecodeTiles : public test::TablePaths {
  protected:
-  void SetUp() override { KVS_SKIP_IF_NO_AVX2(GetParam()); }
-  const KernelTable& k() const { return test::table(GetParam()); }
-
   // nr rows of n F16 weights starting `offset` bytes into the buffer (row stride 2n bytes, so odd n
   // gives rows at every even byte alignment), nt tokens; checks every output against ref::vec_dot.
   void check(int64_t n, int nr, int nt, size_t offset) {

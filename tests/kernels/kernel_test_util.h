@@ -51,6 +51,14 @@ inline auto all_paths() { return testing::Values(Path::Generic, Path::Avx2, Path
       GTEST_SKIP() << "CPU or OS lacks AVX-512 F/BW/DQ/VL/VNNI";                                 \
   } while (0)
 
+// Base of the value-parameterised kernel tests: one run per table (all_paths()), skipped where
+// the CPU cannot run it; k() is the table under test. Each suite derives its own named fixture.
+class TablePaths : public testing::TestWithParam<Path> {
+ protected:
+  void SetUp() override { KVS_SKIP_IF_NO_AVX2(GetParam()); }
+  const KernelTable& k() const { return table(GetParam()); }
+};
+
 inline std::vector<float> randn(int64_t n, uint32_t seed, float scale = 1.0f) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> d(0.0f, scale);

@@ -81,11 +81,8 @@ double act_quant_bound(DType t, const Weight& w, const float* x, int64_t r, int6
   return bound + 2e-5 * absw + 1e-6;
 }
 
-class MatmulPaths : public testing::TestWithParam<Path> {
+class MatmulPaths : public test::TablePaths {
  protected:
-  void SetUp() override { KVS_SKIP_IF_NO_AVX2(GetParam()); }
-  const KernelTable& k() const { return test::table(GetParam()); }
-
   // Runs matmul_with for n_tok = 1..max_tok on one weight and checks every output.
   void check(DType t, int64_t rows, MatmulPath path, ThreadPool& pool, MatmulConfig cfg,
              int64_t max_tok, int64_t extra_ld) {

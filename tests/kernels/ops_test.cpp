@@ -23,11 +23,7 @@ std::vector<uint16_t> to_f16(const std::vector<float>& v) {
   return h;
 }
 
-class OpsPaths : public testing::TestWithParam<Path> {
- protected:
-  void SetUp() override { KVS_SKIP_IF_NO_AVX2(GetParam()); }
-  const KernelTable& k() const { return test::table(GetParam()); }
-};
+class OpsPaths : public test::TablePaths {};
 
 TEST_P(OpsPaths, Dots) {
   for (int64_t n : kLengths) {

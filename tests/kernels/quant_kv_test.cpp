@@ -17,11 +17,7 @@ namespace {
 
 using test::Path;
 
-class KvQuant : public testing::TestWithParam<Path> {
- protected:
-  void SetUp() override { KVS_SKIP_IF_NO_AVX2(GetParam()); }
-  const KernelTable& k() const { return test::table(GetParam()); }
-};
+class KvQuant : public test::TablePaths {};
 
 // Rows of n values whose 32-value blocks each exercise one case (block index mod 12).
 std::vector<float> edge_rows(int64_t n, uint32_t seed) {

@@ -153,11 +153,7 @@ TEST(QuantLayout, Q8_KBsumsAreGroupSums) {
 
 // ---- both dispatch paths -----------------------------------------------------------------------
 
-class QuantPaths : public testing::TestWithParam<Path> {
- protected:
-  void SetUp() override { KVS_SKIP_IF_NO_AVX2(GetParam()); }
-  const KernelTable& k() const { return test::table(GetParam()); }
-};
+class QuantPaths : public test::TablePaths {};
 
 TEST_P(QuantPaths, DequantMatchesReferenceExactly) {
   for (DType t : test::kAllTypes) {
