@@ -45,15 +45,16 @@ BENCHMARK(BM_DecodeAttention)
     ->ArgNames({"ctx", "type", "thr"})
     ->Unit(benchmark::kMicrosecond);
 
-// Batched decoding: 16 sequences of `ctx` tokens each, one query each, over 8 layers of the
-// SmolLM2-135M attention shape (9 query heads on 3 KV heads, head_dim 64, F16 pages): 200 MB of
-// KV at 2,048 tokens, so the pages come from DRAM as in a real step (the single-layer benchmark
+// Batched decoding: 16 sequences of `ctx` tokens each, one query each, over 8 layers (32 below
+// 2,048 tokens) of the SmolLM2-135M attention shape (9 query heads on 3 KV heads, head_dim 64,
+// F16 pages): 200 MB of KV, so the pages come from DRAM as in a real step (the single-layer benchmark
 // above stays in the L3). args: context length, mode (0 = one attention() call per sequence,
 // 1 = attention_batch over all of them), threads, page size in tokens, page type (0 = F32,
 // 1 = F16, 2 = Q8_0, 3 = Q4_0; GB/s counts the bytes of the pages' rows), reuse (1: the pages
 // taken from the free list of a cleared set of caches).
 void BM_BatchedDecodeAttention(benchmark::State& st) {
-  const int L = static_cast<int>(st.range(0)), n_seq = 16, n_layer = 8;
+  // Layers: enough for the pages to outgrow the L3 (16 x 2,048 x 8 layers F16: 201 MB; 16 x 512 x 32: 201 MB).
+  const int L = static_cast<int>(st.range(0)), n_seq = 16, n_layer = L >= 2048 ? 8 : 32;
   const bool batched = st.range(1) == 1;
   const int threads = static_cast<int>(st.range(2));
   constexpr DType kTypes[] = {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0};
@@ -115,6 +116,12 @@ BENCHMARK(BM_BatchedDecodeAttention)
     ->UseRealTime();
 BENCHMARK(BM_BatchedDecodeAttention)
     ->ArgsProduct({{2048}, {1}, {2}, {32}, {1, 2}, {1}})
+    ->ArgNames({"ctx", "batched", "thr", "page", "type", "reuse"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+// Keep-0.25 contexts (512 of 2,048 tokens held, then 32 more decoded): one key range per head.
+BENCHMARK(BM_BatchedDecodeAttention)
+    ->ArgsProduct({{512, 544}, {1}, {2}, {32}, {1, 2}, {0}})
     ->ArgNames({"ctx", "batched", "thr", "page", "type", "reuse"})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();

@@ -17,7 +17,7 @@ namespace kvs {
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-constexpr int kDecodeRange = 512;  // keys per decode task (flash-decoding split)
+constexpr int kDecodeRange = 512;  // least keys per decode task (flash-decoding split; decode_splits)
 constexpr int kPrefillRows = 256;  // prefill: rows (query heads of a group x tokens) per task
 constexpr int kBk = 512;           // prefill key block
 
@@ -35,6 +35,22 @@ int32_t visible_prefix(const HeadCache& h, int32_t p) {
 int32_t window_start(const HeadCache& h, int32_t p, int32_t window) {
   if (window <= 0) return 0;
   return static_cast<int32_t>(std::upper_bound(h.pos.begin(), h.pos.end(), p - window) - h.pos.begin());
+}
+
+// Decode tasks (flash-decoding's split) a head's n visible slots are cut into: ranges of at least
+// kDecodeRange keys, at least 2 x kDecodeRange once the head holds 4 x kDecodeRange (floor, not
+// ceil: a task never falls below the least range). A function of n alone, so a sequence's split,
+// hence its output, is the same alone or in any batch and on any thread count. Fewer, longer
+// tasks cost less per key: each task has its own query copy, softmax state, start on cold pages
+// and partial to merge. Measured against the former ceil(n / 512) (BM_BatchedDecodeStep, three
+// interleaved rounds, ms a step, F16 / Q8_0 pages; BENCHMARKS.md "Decode tasks of 512 keys or
+// more"): 16 sequences x ~530 held (2 tasks of ~265 before, 1 now) attention 6.5 / 6.9 -> 5.6 /
+// 4.8; 16 x ~2,060 (5 tasks of ~412 before, 2 of ~1,030 now) 29.0 / 25.5 -> 27.4 / 24.1 a step;
+// one sequence of 2,048: 4.73 / 4.42 -> 4.47 / 4.29. One sequence between 1,024 and 2,047 keys
+// keeps 2-3 tasks per head (1,024-key ranges there cost single sequences 2-4%).
+int32_t decode_splits(int32_t n) {
+  const int32_t least = n >= 4 * kDecodeRange ? 2 * kDecodeRange : kDecodeRange;
+  return std::max<int32_t>(1, n / least);
 }
 
 // Soft-capping of n scaled logits in place (Gemma 2's attn_logit_softcapping).
@@ -134,7 +150,7 @@ void attention_decode(std::span<const AttnJob> jobs, int layer, const AttnShape&
       const int32_t L = visible_prefix(c.head(layer, kvh), jb.qpos[jb.n_tok - 1]);
       const int32_t W = std::min(L, window_start(c.head(layer, kvh), jb.qpos[0], window));
       // Compat mode rounds normalised probabilities, which needs the whole row in one task.
-      const int32_t n_split = s.f16_compat ? 1 : std::max<int32_t>(1, (L - W + kDecodeRange - 1) / kDecodeRange);
+      const int32_t n_split = s.f16_compat ? 1 : decode_splits(L - W);
       for (int32_t sp = 0; sp < n_split; ++sp) {
         auto [b, e] = ThreadPool::split(L - W, sp, n_split);
         tasks.push_back({static_cast<int>(j), kvh, W + static_cast<int32_t>(b), W + static_cast<int32_t>(e), partial_floats});
