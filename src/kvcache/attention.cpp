@@ -39,10 +39,10 @@ int32_t window_start(const HeadCache& h, int32_t p, int32_t window) {
 
 // Decode tasks (flash-decoding's split) a head's n visible slots are cut into: ranges of at least
 // kDecodeRange keys, at least 2 x kDecodeRange once the head holds 4 x kDecodeRange (floor, not
-// ceil: a task never falls below the least range). A function of n alone, so a sequence's split,
-// hence its output, is the same alone or in any batch and on any thread count. Fewer, longer
-// tasks cost less per key: each task has its own query copy, softmax state, start on cold pages
-// and partial to merge. Measured against the former ceil(n / 512) (BM_BatchedDecodeStep, three
+// ceil: no task is shorter than the least range unless the head is). A function of n alone, so a
+// sequence's split, hence its output, is the same alone or in any batch and on any thread count.
+// Fewer, longer tasks cost less per key: each has its own query copy, softmax state, partial to
+// merge and stream to start (prefetching the next task's first page did not recover it). Measured against the former ceil(n / 512) (BM_BatchedDecodeStep, three
 // interleaved rounds, ms a step, F16 / Q8_0 pages; BENCHMARKS.md "Decode tasks of 512 keys or
 // more"): 16 sequences x ~530 held (2 tasks of ~265 before, 1 now) attention 6.5 / 6.9 -> 5.6 /
 // 4.8; 16 x ~2,060 (5 tasks of ~412 before, 2 of ~1,030 now) 29.0 / 25.5 -> 27.4 / 24.1 a step;
