@@ -42,8 +42,10 @@ void HttpServer::handle_models(const httplib::Request& req, httplib::Response& r
   m["object"] = "model";
   m["created"] = started_;
   m["owned_by"] = "kvshrink";
+  // weight_bytes: what one decode step reads for the weights (the roofline's fixed part;
+  // tests/server/bench/bench.mjs throughput --roofline).
   m["meta"] = {{"n_ctx_train", model_.hp.n_ctx_train}, {"n_vocab", model_.hp.n_vocab}, {"n_layer", model_.hp.n_layer},
-               {"ctx_size", opt_.limits.ctx_size}};
+               {"ctx_size", opt_.limits.ctx_size}, {"weight_bytes", model_.weight_bytes()}};
   if (one) {
     const std::string id = req.matches.size() > 1 ? req.matches[1].str() : "";
     if (id != opt_.model_id) {

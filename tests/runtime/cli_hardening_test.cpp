@@ -254,5 +254,23 @@ TEST_F(CliHardening, OutputPathsAndLengthsCheckedBeforeWork) {
   expect_clean_error({"bench", "-m", model, "-p", "8", "-d", "-1"}, "--ctx-lens", dir);
 }
 
+// bench-memory (the roofline's bandwidth): one JSON line with the passes it was asked for, and
+// bad sizes refused before anything is allocated.
+TEST_F(CliHardening, BenchMemoryReportsItsPassesAndRefusesBadSizes) {
+  const std::vector<std::string> args = {"bench-memory", "-t", "2", "--mib", "8", "--reps", "3", "--json"};
+  const CliRun r = run_cli(args, dir);
+  ASSERT_EQ(r.exit_code, 0) << describe(args, r);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["threads"], 2);
+  EXPECT_EQ(j["bytes"], 8 << 20);
+  ASSERT_EQ(j["read_gbps"].size(), 3u);
+  for (const auto& g : j["read_gbps"]) EXPECT_GT(g.get<double>(), 0.0);
+  EXPECT_LE(j["read_gbps_median"].get<double>(), j["read_gbps_best"].get<double>());
+  expect_clean_error({"bench-memory", "--mib", "0"}, "--mib must be an integer in 1..65536, got 0", dir);
+  expect_clean_error({"bench-memory", "--mib", "70000"}, "--mib must be an integer in 1..65536", dir);
+  expect_clean_error({"bench-memory", "--reps", "0"}, "--reps must be an integer in 1..1000", dir);
+  expect_clean_error({"bench-memory", "-t", "-1"}, "-t must be >= 0", dir);
+}
+
 }  // namespace
 }  // namespace kvs

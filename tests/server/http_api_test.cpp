@@ -349,6 +349,8 @@ TEST_F(HttpApi, ModelsHealthMetricsPresses) {
   const Reply m = test::get(srv(), "/v1/models");
   ASSERT_EQ(m.status, 200);
   const std::string id = m.json["data"][0]["id"];
+  EXPECT_EQ(m.json["data"][0]["meta"]["weight_bytes"], model_->weight_bytes());
+  EXPECT_EQ(m.json["data"][0]["meta"]["n_vocab"], model_->hp.n_vocab);
   EXPECT_EQ(test::get(srv(), "/v1/models/" + id).status, 200);
   EXPECT_EQ(test::get(srv(), "/v1/models/nope").status, 404);
   const Reply p = test::get(srv(), "/v1/presses");

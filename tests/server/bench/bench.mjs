@@ -6,6 +6,10 @@
 //     aggregate decode tokens/s of N sequences decoding together, each on its own stored context
 //     of --ctx random tokens (created first), full cache vs compressed; with the median rep's time
 //     inside batched steps, their count and ms per step (from /metrics: step_s, steps, ms_per_step).
+//     --roofline: the memory bound beside each row — `kvshrink bench-memory` (the same threads) read
+//     before and after the row's reps (bw_before, bw_after, GB/s), the bytes a step reads (the
+//     weights, /v1/models' meta.weight_bytes, + N x one context's KV bytes held), the tokens/s those
+//     bytes allow at the mean of the two readings (bound_tps) and the share of it decoded.
 //   node tests/server/bench/bench.mjs memory --bin ... --model ... --cap 1G [--ctx 8192] [--k 12] \
 //        [--modes full,snapkv:0.25]
 //     K concurrent requests, each an 8k-token prompt (+ 32 new tokens), under --max-kv-bytes CAP:
@@ -19,7 +23,7 @@
 //   node tests/server/bench/bench.mjs load --bin ... --model ... [--clients 32] [--seconds 120] [--cap 2G]
 //     32 clients for 2 minutes mixing context creation, questions on shared contexts and plain
 //     chat: status counts (no 5xx), latency percentiles, throughput, KV high-water vs the cap.
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
 
 const args = process.argv.slice(2);
@@ -32,6 +36,13 @@ const BIN = opt('--bin', 'build/tools/kvshrink');
 const MODEL = opt('--model');
 const THREADS = opt('-t', '2');
 const KV_TYPE = opt('--kv-type');  // f16 (the server's default), f32, q8_0 or q4_0: passed to the server
+const ROOFLINE = args.includes('--roofline');
+
+// The machine's read bandwidth now, GB/s (kvshrink bench-memory: median of its passes over 256 MiB).
+function readBandwidth() {
+  const out = execFileSync(BIN, ['bench-memory', '-t', THREADS, '--reps', '3', '--json'], { encoding: 'utf8' });
+  return JSON.parse(out.trim().split('\n').pop()).read_gbps_median;
+}
 
 function startServer(extra) {
   return new Promise((resolve, reject) => {
@@ -107,6 +118,7 @@ async function throughput() {
     '--max-prompt-tokens', String(ctx + 16), '--max-tokens', String(nnew), '--prefill-chunk', '512']);
   console.log(`server: ${s.cmdline}`);
   const vocab = await vocabOf(s.url);
+  const weightBytes = (await (await fetch(s.url + '/v1/models')).json()).data[0].meta.weight_bytes;
   const rows = [];
   try {
     for (const mode of modes) {
@@ -125,6 +137,7 @@ async function throughput() {
         const walls = [];
         const perSeq = [];
         const inStep = [];  // per rep: seconds inside batched steps, steps, decode rows (from /metrics)
+        const bwBefore = ROOFLINE ? readBandwidth() : null;
         for (let rep = 0; rep < reps; ++rep) {
           const m0 = await metrics(s.url);
           const t = performance.now();
@@ -149,6 +162,15 @@ async function throughput() {
         const row = { mode, n, ctx, new: nnew, wall_s: wall, aggregate_tps: (n * nnew) / wall, per_seq_tps: median(perSeq),
           kv_bytes_per_ctx: ids[0].kv_bytes_held, step_s: st.s, steps: st.steps, decode_rows: st.rows,
           ms_per_step: (1000 * st.s) / st.steps };
+        if (ROOFLINE) {
+          // The bound: a step reads every weight once and each sequence's KV (as held when created;
+          // the --new tokens decoded add a few percent).
+          row.bw_before = bwBefore;
+          row.bw_after = readBandwidth();
+          row.bytes_per_step = weightBytes + n * ids[0].kv_bytes_held;
+          row.bound_tps = (n * ((row.bw_before + row.bw_after) / 2) * 1e9) / row.bytes_per_step;
+          row.share = row.aggregate_tps / row.bound_tps;
+        }
         rows.push(row);
         console.log(JSON.stringify(row));
       }
@@ -157,10 +179,11 @@ async function throughput() {
   } finally {
     await stop(s);
   }
-  console.log('\n| mode | sequences | aggregate decode tok/s | per-sequence tok/s | wall (s) | KV per context |');
-  console.log('|---|---|---|---|---|---|');
+  const roof = (r) => (ROOFLINE ? ` ${(r.bytes_per_step / 1e6).toFixed(1)} MB | ${r.bw_before.toFixed(1)} / ${r.bw_after.toFixed(1)} | ${r.bound_tps.toFixed(0)} | ${(100 * r.share).toFixed(0)}% |` : '');
+  console.log(`\n| mode | sequences | aggregate decode tok/s | per-sequence tok/s | wall (s) | KV per context |${ROOFLINE ? ' bytes per step | GB/s before / after | bound tok/s | share |' : ''}`);
+  console.log(`|---|---|---|---|---|---|${ROOFLINE ? '---|---|---|---|' : ''}`);
   for (const r of rows)
-    console.log(`| ${r.mode} | ${r.n} | ${r.aggregate_tps.toFixed(1)} | ${r.per_seq_tps.toFixed(1)} | ${r.wall_s.toFixed(2)} | ${(r.kv_bytes_per_ctx / 2 ** 20).toFixed(1)} MiB |`);
+    console.log(`| ${r.mode} | ${r.n} | ${r.aggregate_tps.toFixed(1)} | ${r.per_seq_tps.toFixed(1)} | ${r.wall_s.toFixed(2)} | ${(r.kv_bytes_per_ctx / 2 ** 20).toFixed(1)} MiB |${roof(r)}`);
 }
 
 async function memory() {
