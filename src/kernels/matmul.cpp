@@ -196,26 +196,31 @@ void matmul_packed(const KernelTable& k, const MatmulConfig& cfg, std::span<cons
     // current one's last group prefetches the next one's first (otherwise every chunk starts on
     // weights straight from DRAM: ~8 chunks per matrix, 4-5 matrices per layer; a 16-sequence
     // decode step with ~50 tokens held, 7.6-8.1 -> 7.2-7.6 ms, BENCHMARKS.md, issue 25).
-    int64_t c, ce, cn, cne;
+    // (j, gb): the current chunk's job and first group, located once, when it was taken as next.
+    int64_t c, ce;
     bool have = queue.next(&c, &ce);
-    for (bool have_next; have; c = cn, have = have_next) {
-      have_next = queue.next(&cn, &cne);
-      size_t j, jn;
-      int64_t gb, gbn;
-      locate(c, &j, &gb);
-      const PackedWeights& P = *jobs[j].P;
-      const int64_t ge = std::min(P.ngroups, gb + chunk), r0 = gb * kPackRows;
+    size_t j = 0;
+    int64_t gb = 0;
+    if (have) locate(c, &j, &gb);
+    for (bool have_next; have; have = have_next) {
+      have_next = queue.next(&c, &ce);
+      size_t jn = 0;
+      int64_t gbn = 0;
       const uint8_t* next = nullptr;
       if (have_next) {
-        locate(cn, &jn, &gbn);
+        locate(c, &jn, &gbn);
         next = jobs[jn].P->group(gbn);
       }
+      const PackedWeights& P = *jobs[j].P;
+      const int64_t ge = std::min(P.ngroups, gb + chunk), r0 = gb * kPackRows;
       for (int64_t t0 = 0; t0 < n_tok; t0 += tb) {
         const int nt = static_cast<int>(std::min(tb, n_tok - t0));
         // (With several token blocks only the last one's pass moves on to the next chunk.)
         tile(P.group(gb), P.group_stride, static_cast<int>(ge - gb), P.rows - r0, act + t0 * act_stride, act_stride, nt,
              cols, jobs[j].y + t0 * jobs[j].ldy + r0, jobs[j].ldy, t0 + tb >= n_tok ? next : P.group(gb));
       }
+      j = jn;
+      gb = gbn;
     }
   });
 }
