@@ -11,19 +11,33 @@
 namespace kvs {
 
 // Chunks are 2 MiB-aligned and advised as transparent huge pages: decode attention walks pages
-// scattered over the pool, and with 4 KiB pages every KV page costs TLB misses.
+// scattered over the pool, and with 4 KiB pages every KV page costs TLB misses. A huge page is
+// backed whole once touched, so a chunk's allocation is what the process holds: an automatic pool
+// sizes its chunks to fill whole huge pages. (A fixed 256 pages per chunk left 47% of every
+// allocation unused with Q8_0 pages of 4,352 bytes — 1.1 MB in 2 MiB — and 72% with Q4_0's
+// 2,304: resident memory of 1.9x / 3.6x the pages' bytes; BENCHMARKS.md, issue 25.)
+constexpr size_t kHugePage = size_t{2} << 20;
+
 void PagePool::ChunkFree::operator()(uint8_t* p) const { std::free(p); }
 
+size_t PagePool::chunk_allocation_bytes(size_t bytes) { return (bytes + kHugePage - 1) / kHugePage * kHugePage; }
+
+int32_t PagePool::pages_filling_huge_pages(size_t page_bytes) {
+  KVS_ASSERT(page_bytes > 0);
+  return page_bytes >= kHugePage ? 1 : static_cast<int32_t>(kHugePage / page_bytes);
+}
+
 PagePool::Chunk PagePool::new_chunk(size_t bytes) {
-  constexpr size_t kHuge = size_t{2} << 20;
-  const size_t rounded = (bytes + kHuge - 1) / kHuge * kHuge;
-  void* p = std::aligned_alloc(kHuge, rounded);
+  const size_t rounded = chunk_allocation_bytes(bytes);
+  void* p = std::aligned_alloc(kHugePage, rounded);
   if (p != nullptr) ::madvise(p, rounded, MADV_HUGEPAGE);
   return Chunk(static_cast<uint8_t*>(p));
 }
 
 PagePool::PagePool(size_t page_bytes, size_t max_bytes, int32_t chunk_pages)
-    : page_bytes_(page_bytes), max_bytes_(max_bytes), chunk_pages_(chunk_pages) {
+    : page_bytes_(page_bytes),
+      max_bytes_(max_bytes),
+      chunk_pages_(chunk_pages > 0 ? chunk_pages : pages_filling_huge_pages(page_bytes)) {
   KVS_ASSERT(page_bytes_ > 0 && chunk_pages_ > 0);
 }
 
@@ -82,7 +96,7 @@ void PagePool::release(int32_t id) {
 size_t PagePool::bytes_reserved() const {
   size_t n = 0;
   for (const auto& c : chunks_)
-    if (c) n += static_cast<size_t>(chunk_pages_) * page_bytes_;
+    if (c) n += chunk_allocation_bytes(static_cast<size_t>(chunk_pages_) * page_bytes_);
   return n;
 }
 

@@ -12,8 +12,10 @@ namespace kvs {
 class PagePool {
  public:
   // page_bytes: bytes per page. max_bytes: cap on bytes of pages in use (0 = no cap).
-  // chunk_pages: pages per backing allocation.
-  explicit PagePool(size_t page_bytes, size_t max_bytes = 0, int32_t chunk_pages = 256);
+  // chunk_pages: pages per backing allocation; 0 = as many as fill whole 2 MiB huge pages
+  // (pages_filling_huge_pages), so that a chunk's allocation, which is rounded up to 2 MiB, holds
+  // less than one page of slack.
+  explicit PagePool(size_t page_bytes, size_t max_bytes = 0, int32_t chunk_pages = 0);
   PagePool(const PagePool&) = delete;
   PagePool& operator=(const PagePool&) = delete;
 
@@ -40,8 +42,15 @@ class PagePool {
   size_t bytes_in_use() const { return in_use_ * page_bytes_; }
   size_t high_water_bytes() const { return high_water_ * page_bytes_; }
   void reset_high_water() { high_water_ = in_use_; }
-  // Bytes of backing memory currently allocated (chunks), in use or free.
+  // Bytes of backing memory currently allocated (the chunks' allocations, each rounded up to a
+  // multiple of 2 MiB), pages in use or free.
   size_t bytes_reserved() const;
+  int32_t chunk_pages() const { return chunk_pages_; }
+  // The chunk an automatic pool uses: the most pages of page_bytes that fit in one 2 MiB huge page
+  // (or, for pages of 2 MiB or more, one page).
+  static int32_t pages_filling_huge_pages(size_t page_bytes);
+  // A chunk of n bytes is allocated as this many (a multiple of 2 MiB, 2 MiB-aligned).
+  static size_t chunk_allocation_bytes(size_t bytes);
   // Returns fully free chunks to the OS. Page ids stay valid identifiers.
   void trim();
 

@@ -128,6 +128,8 @@ std::string Metrics::render(const HttpGauges& http) const {
   for (const auto& [r, n] : rejected_) o += fmt::format("kvshrink_rejected_total{{reason=\"{}\"}} {}\n", esc(r), n);
   scalar(o, "kvshrink_kv_bytes", "gauge", "KV page-pool bytes in use.", g_.kv_bytes_in_use);
   scalar(o, "kvshrink_kv_bytes_high_water", "gauge", "Largest KV page-pool bytes in use since start.", g_.kv_bytes_high_water);
+  scalar(o, "kvshrink_kv_bytes_allocated", "gauge",
+         "KV page-pool memory allocated: its chunks of whole 2 MiB huge pages, pages in use or free.", g_.kv_bytes_allocated);
   scalar(o, "kvshrink_kv_bytes_cap", "gauge", "KV page-pool cap (--max-kv-bytes; 0 = none).", g_.kv_bytes_cap);
   scalar(o, "kvshrink_kv_bytes_contexts", "gauge", "KV bytes held by stored contexts.", g_.kv_bytes_contexts);
   scalar(o, "kvshrink_kv_bytes_reserved", "gauge", "KV bytes reserved for the worst-case growth of running sequences.", g_.kv_bytes_reserved);

@@ -19,6 +19,7 @@ struct SchedulerGauges {
   size_t kv_bytes_cap = 0;        // --max-kv-bytes (0: none)
   size_t kv_bytes_contexts = 0;   // held by stored contexts
   size_t kv_bytes_reserved = 0;   // admitted sequences' worst-case growth (admission control)
+  size_t kv_bytes_allocated = 0;  // page pool: memory its chunks hold (whole 2 MiB huge pages)
   int running = 0;                // sequences in flight
   int decoding = 0;               // of which generating (past their prompt)
   int queued = 0;                 // requests waiting for admission

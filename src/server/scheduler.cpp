@@ -569,6 +569,7 @@ void Scheduler::publish_gauges() {
   g.kv_bytes_cap = p.max_bytes();
   g.kv_bytes_contexts = context_pages() * p.page_bytes();
   g.kv_bytes_reserved = reserved_pages() * p.page_bytes();
+  g.kv_bytes_allocated = p.bytes_reserved();
   g.running = static_cast<int>(active_.size());
   for (const auto& a : active_) g.decoding += a->answer && a->answer->phase() == Stepper::Phase::Decode;
   g.contexts = store_.size();

@@ -3,6 +3,7 @@
 // refusals: every malformed request is a 4xx in OpenAI's error shape.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 #include <set>
 
@@ -365,6 +366,15 @@ TEST_F(HttpApi, ModelsHealthMetricsPresses) {
     EXPECT_NE(text.find(k), std::string::npos) << k;
   EXPECT_GT(test::metric(text, "kvshrink_requests_total{endpoint=\"/v1/completions\",status=\"200\"}"), 0);
   EXPECT_GT(test::metric(text, "kvshrink_generated_tokens_total"), 0);
+  // The pool's memory: whole 2 MiB huge pages, at least its high-water mark of pages, and (the
+  // stories model's pages fill less than one chunk here) no more than one chunk beyond it.
+  constexpr double kHuge = 2.0 * 1024 * 1024;
+  const double allocated = test::metric(text, "kvshrink_kv_bytes_allocated");
+  const double high_water = test::metric(text, "kvshrink_kv_bytes_high_water");
+  EXPECT_GT(high_water, 0);
+  EXPECT_GE(allocated, high_water);
+  EXPECT_EQ(std::fmod(allocated, kHuge), 0.0) << allocated;
+  EXPECT_LT(allocated, high_water + kHuge);
 }
 
 TEST(HttpAuth, BearerKeyRequired) {
