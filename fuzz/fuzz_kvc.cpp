@@ -87,10 +87,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(h.n_layer >= 1 && h.n_head_kv >= 1 && h.head_dim >= 1 && h.n_past >= 0);
   // A matching layout, with small pages (several per head) and, for odd-sized inputs, the other
   // storage dtype, so the conversion on load is exercised too. The pool is capped at 64 MiB: a
-  // header may describe more than that, which must end in the "memory cap" error.
+  // header may describe more than that, which must end in the "memory cap" error. Its chunks are
+  // the engine's (whole 2 MiB huge pages): with a fixed 16 small pages per 2 MiB allocation, the
+  // cap's worth of pages would have needed thousands of them.
   kvs::KvLayout layout = h.layout(4);
   if (size % 2 == 1) layout.dtype = layout.dtype == kvs::DType::F16 ? kvs::DType::F32 : kvs::DType::F16;
-  kvs::PagePool pool(layout.page_bytes(), size_t{64} << 20, 16);
+  kvs::PagePool pool(layout.page_bytes(), size_t{64} << 20);
   try {
     kvs::LoadedCache lc = kvs::load_cache(file.data(), file.size(), "fuzz.kvc", pool, layout);
     FUZZ_CHECK(lc.cache != nullptr);
