@@ -94,10 +94,8 @@ void PagePool::release(int32_t id) {
 }
 
 size_t PagePool::bytes_reserved() const {
-  size_t n = 0;
-  for (const auto& c : chunks_)
-    if (c) n += chunk_allocation_bytes(static_cast<size_t>(chunk_pages_) * page_bytes_);
-  return n;
+  const size_t live = static_cast<size_t>(std::count_if(chunks_.begin(), chunks_.end(), [](const Chunk& c) { return c != nullptr; }));
+  return live * chunk_allocation_bytes(static_cast<size_t>(chunk_pages_) * page_bytes_);
 }
 
 void PagePool::trim() {

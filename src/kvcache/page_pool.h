@@ -49,7 +49,7 @@ class PagePool {
   // The chunk an automatic pool uses: the most pages of page_bytes that fit in one 2 MiB huge page
   // (or, for pages of 2 MiB or more, one page).
   static int32_t pages_filling_huge_pages(size_t page_bytes);
-  // A chunk of n bytes is allocated as this many (a multiple of 2 MiB, 2 MiB-aligned).
+  // What a chunk of `bytes` bytes is allocated as: rounded up to a multiple of 2 MiB (2 MiB-aligned).
   static size_t chunk_allocation_bytes(size_t bytes);
   // Returns fully free chunks to the OS. Page ids stay valid identifiers.
   void trim();
