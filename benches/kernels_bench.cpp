@@ -1,6 +1,7 @@
 // Kernel micro-benchmarks: memory streaming baseline, vec_dot per type (in cache), matmul decode
 // (n_tok = 1) and prefill (n_tok = 512) for the SmolLM2-135M shapes, the decode/prefill
-// crossover, prefill BLAS threading modes and raw OpenBLAS sgemm as the prefill roofline.
+// crossover, prefill BLAS threading modes, raw OpenBLAS sgemm as the prefill roofline, and a 16-token
+// step's weight stream (Kernels/LayerStack).
 // Counters: GB/s = weight bytes streamed per second, GFLOP/s = 2 * rows * cols * n_tok per second.
 //
 // Shapes are rows x cols of W (y = x W^T, cols = input features):
@@ -247,6 +248,60 @@ void packed_args(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(BM_Matmul)->Name("Kernels/Packed")->Apply(packed_args<1>);
 BENCHMARK(BM_Matmul)->Name("Kernels/Packed")->Apply(packed_args<2>)->UseRealTime();
+
+// A 16-sequence decode step's weight stream, by itself: the SmolLM2-135M shape's per-layer matrices
+// (W_o 576x576, ffn_gate / ffn_up 1536x576, ffn_down 576x1536) x 30 layers, Q8_0, repacked, each a
+// buffer of its own (93 MB: from DRAM), run back to back for 16 tokens as the forward runs them;
+// against three 49152x576 matrices (the LM head's shape, 90 MB) that stream long. The gap is what
+// the many short matrices cost the packed tile (BENCHMARKS.md, issue 25). args: threads, shape
+// (0: the layers, 1: the LM-head-shaped matrices).
+void BM_LayerStack(benchmark::State& st) {
+  const int nth = static_cast<int>(st.range(0));
+  const bool long_rows = st.range(1) == 1;
+  struct Matrix {
+    AlignedBuffer<uint8_t> bytes;
+    TensorView view;
+  };
+  std::vector<std::unique_ptr<Matrix>> ms;
+  auto add = [&](int64_t rows, int64_t cols) {
+    const BenchWeight& src = weight(DType::Q8_0, rows, cols);
+    auto m = std::make_unique<Matrix>();
+    m->bytes.resize(src.view.nbytes);
+    std::memcpy(m->bytes.data(), src.bytes.data(), src.view.nbytes);
+    m->view = src.view;
+    m->view.data = m->bytes.data();
+    register_packed(m->view.data, pack_weights(DType::Q8_0, m->view.data, rows, cols));
+    ms.push_back(std::move(m));
+  };
+  if (long_rows) {
+    for (int i = 0; i < 3; ++i) add(49152, 576);
+  } else {
+    for (int l = 0; l < 30; ++l) {
+      add(576, 576);
+      add(1536, 576);
+      add(1536, 576);
+      add(576, 1536);
+    }
+  }
+  constexpr int kTokens = 16;
+  const auto x = randn(kTokens * 1536, 2);  // [16][up to 1536]
+  std::vector<float> y(kTokens * 49152);    // [16][up to 49152]
+  MatmulConfig cfg;
+  MatmulScratch scratch;
+  double bytes = 0;
+  for (const auto& m : ms) bytes += static_cast<double>(m->view.nbytes);
+  for (auto _ : st) {
+    for (const auto& m : ms) matmul_with(active_kernels(), cfg, m->view, x.data(), kTokens, y.data(), pool(nth), scratch);
+    benchmark::ClobberMemory();
+  }
+  for (const auto& m : ms) unregister_packed(m->view.data);
+  set_counters(st, bytes, 2.0 * kTokens * bytes / 1.0625);  // Q8_0: 34 bytes a 32 weights
+}
+BENCHMARK(BM_LayerStack)
+    ->Name("Kernels/LayerStack")
+    ->ArgNames({"thr", "long_rows"})
+    ->ArgsProduct({{1, 2}, {0, 1}})
+    ->UseRealTime();
 
 // Llama-3.2-1B shapes (wq/wo 2048x2048, ffn_gate/up 8192x2048, ffn_down 2048x8192) at a 512-token
 // prefill, both paths forced: the activations (1-4 MB per token block of 512) no longer fit L2.

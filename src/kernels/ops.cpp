@@ -162,6 +162,13 @@ void qk_rows_q8_0(const float* Q, int nq, const uint8_t* K, int n, int D, float 
 void pv_rows_q8_0(const float* P, int nq, int64_t ldp, const uint8_t* V, int n, int D, float* acc) {
   active_kernels().pv_rows_q8_0(P, nq, ldp, V, n, D, acc);
 }
+bool prepare_queries_q8_0(const float* Q, int nq, int D, float scale, uint8_t* prep) {
+  const auto fn = active_kernels().prepare_queries_q8_0;
+  return fn != nullptr && fn(Q, nq, D, scale, prep);
+}
+void qk_rows_q8_0_prepared(const uint8_t* prep, int nq, const uint8_t* K, int n, int D, float* out, int64_t ldo) {
+  active_kernels().qk_rows_q8_0_prepared(prep, nq, K, n, D, out, ldo);
+}
 void qk_rows_q4_0(const float* Q, int nq, const uint8_t* K, int n, int D, float scale, float* out, int64_t ldo) {
   active_kernels().qk_rows_q4_0(Q, nq, K, n, D, scale, out, ldo);
 }

@@ -74,6 +74,19 @@ void pv_rows_f32(const float* P, int nq, int64_t ldp, const float* V, int n, int
 void pv_rows_f16(const float* P, int nq, int64_t ldp, const uint16_t* V, int n, int D, float* acc);
 void qk_rows_q8_0(const float* Q, int nq, const uint8_t* K, int n, int D, float scale, float* out, int64_t ldo);
 void pv_rows_q8_0(const float* P, int nq, int64_t ldp, const uint8_t* V, int n, int D, float* acc);
+// Q.K against Q8_0 rows with the queries rounded to int16 once (one scale per query: query q is
+// s * qi, s = max|q| / 32767, qi = round-half-even(q / s)), then integer dot products per block
+// and the block scales applied per row: out[q * ldo + r] = scale * s_q * sum_b d(r, b) * sum_{j in
+// b} qi[j] * k[j] (the f32 queries' scores within scale * (s_q / 2) * sum_j |d k_j| plus f32
+// rounding). prepare_queries_q8_0 writes nq prepared queries of kQ8PreparedQueryBytes each into
+// prep; it answers false, writing nothing the caller may use, when the active kernels have no
+// such path for D (only the AVX-512 table has one, for D = 64) or a query holds a NaN, an infinity
+// or only magnitudes below the smallest normal float: the caller then uses qk_rows_q8_0. The decode
+// attention prepares a task's queries once and reads every page of its key range with them
+// (BENCHMARKS.md, issue 25).
+constexpr int64_t kQ8PreparedQueryBytes = 192;
+bool prepare_queries_q8_0(const float* Q, int nq, int D, float scale, uint8_t* prep);
+void qk_rows_q8_0_prepared(const uint8_t* prep, int nq, const uint8_t* K, int n, int D, float* out, int64_t ldo);
 // Q4_0 rows (GGUF: per block of 32 an f16 scale d and 16 bytes, element j < 16 the low nibble of
 // byte j, element 16 + j its high nibble; value d * (nibble - 8)), converted in registers too.
 void qk_rows_q4_0(const float* Q, int nq, const uint8_t* K, int n, int D, float scale, float* out, int64_t ldo);

@@ -87,6 +87,48 @@ inline void in_pieces(int32_t n, const uint8_t* next, int32_t n_next, size_t rb,
   if (n < n_next) prefetch_rows(next + static_cast<size_t>(n) * rb, static_cast<size_t>(n_next - n) * rb);
 }
 
+// The pages of a thread's next decode task, asked for a share at a time during the current task's
+// P.V pass. For the quantized page types a task is one softmax block (softmax_block_rows): its Q.K
+// pass reads the pages from DRAM while P.V runs from the caches with the memory idle, so the next
+// task's pages arrive during this one's P.V and its Q.K runs at the in-cache rate. Spread over
+// every piece of the pass, not in a burst (see kPieceRows). Measured with the int16 queries of
+// Q8_0 rows (kernels::prepare_queries_q8_0), BM_BatchedDecodeStep 16 x 2,048 Q8_0 pages:
+// 674-701 -> 745-790 tok/s; without them the pass's own compute absorbs the gain
+// (BENCHMARKS.md "Decode attention: the next task's pages during P.V", issue 25).
+class NextTaskPrefetch {
+ public:
+  NextTaskPrefetch() = default;
+  // Slots [b, e) of head kvh of `layer` in cache c (whole pages), over `pieces` calls of step()
+  // (fewer calls than that leave the rest unasked; more find nothing left to ask for).
+  NextTaskPrefetch(const KvCache& c, int layer, int kvh, int32_t b, int32_t e, size_t pieces)
+      : c_(&c), layer_(layer), kvh_(kvh), P_(c.layout().page_tokens) {
+    page_ = b / P_;
+    page_end_ = (e + P_ - 1) / P_;
+    page_lines_ = (c.layout().page_bytes() + 63) / 64;
+    per_step_ = (static_cast<size_t>(page_end_ - page_) * page_lines_ + pieces - 1) / std::max<size_t>(1, pieces);
+    if (page_ < page_end_) p_ = c.k_row(layer, kvh, page_ * P_);  // a page: [K rows][V rows]
+  }
+  void step() {
+    for (size_t k = 0; p_ != nullptr && k < per_step_;) {
+      const size_t m = std::min(per_step_ - k, page_lines_ - line_);
+      for (size_t i = 0; i < m; ++i) __builtin_prefetch(p_ + (line_ + i) * 64, 0, 3);
+      k += m;
+      line_ += m;
+      if (line_ == page_lines_) {
+        line_ = 0;
+        p_ = ++page_ < page_end_ ? c_->k_row(layer_, kvh_, page_ * P_) : nullptr;
+      }
+    }
+  }
+
+ private:
+  const KvCache* c_ = nullptr;
+  int layer_ = 0, kvh_ = 0, P_ = 1;
+  int32_t page_ = 0, page_end_ = 0;
+  size_t page_lines_ = 0, per_step_ = 0, line_ = 0;
+  const uint8_t* p_ = nullptr;  // the current page (null: done)
+};
+
 // llama.cpp numerics (AttnShape::f16_compat): probabilities as ggml's soft_max computes them
 // (expf, sum in double, times 1/sum), then rounded to F16 for the product with V. The row's
 // max m must be finite. Returns the sum the probabilities are normalised by (1).
@@ -163,15 +205,23 @@ void attention_decode(std::span<const AttnJob> jobs, int layer, const AttnShape&
   scr.partial.resize(std::max<size_t>(1, partial_floats));
   const int nth = pool.size();
   if (static_cast<int>(scr.per_thread.size()) < nth) scr.per_thread.resize(nth);
-  // Per thread: scores [nq][range], queries [nq][D].
+  // Per thread: scores [nq][range], queries [nq][D], queries prepared for Q8_0 rows
+  // [nq][kQ8PreparedQueryBytes].
+  constexpr size_t kPrepFloats = kernels::kQ8PreparedQueryBytes / sizeof(float);
   for (int t = 0; t < nth; ++t)
-    scr.per_thread[t].resize(static_cast<size_t>(max_nq) * (range + 1) + static_cast<size_t>(max_nq) * D);
+    scr.per_thread[t].resize(static_cast<size_t>(max_nq) * (range + 1) + static_cast<size_t>(max_nq) * D +
+                             static_cast<size_t>(max_nq) * kPrepFloats);
 
   std::atomic<size_t> next{0};
   pool.run([&](int ith, int) {
     float* sc = scr.per_thread[ith].data();                // [nq][range] scores, then probabilities
     float* qc = sc + static_cast<size_t>(max_nq) * range;  // [nq][D] queries (F16-rounded in compat mode)
-    for (size_t ti; (ti = next.fetch_add(1, std::memory_order_relaxed)) < tasks.size();) {
+    // [nq][kQ8PreparedQueryBytes] the queries rounded to int16 for Q8_0 rows
+    uint8_t* qp = reinterpret_cast<uint8_t*>(qc + static_cast<size_t>(max_nq) * D);
+    // Each thread takes its next task before running the current one (NextTaskPrefetch).
+    size_t tn = next.fetch_add(1, std::memory_order_relaxed);
+    for (size_t ti; (ti = tn) < tasks.size();) {
+      tn = next.fetch_add(1, std::memory_order_relaxed);
       const Task& tk = tasks[ti];
       const AttnJob& jb = jobs[static_cast<size_t>(tk.job)];
       const KvCache& c = *jb.cache;
@@ -187,6 +237,10 @@ void attention_decode(std::span<const AttnJob> jobs, int layer, const AttnShape&
           float* dst = qc + static_cast<size_t>(t * G + g) * D;
           for (int d = 0; d < D; ++d) dst[d] = s.f16_compat ? round_f16(src[d]) : src[d];
         }
+      // Q8_0 pages: the queries rounded to int16 once for the whole key range, where the kernels
+      // have that path (kernels::prepare_queries_q8_0; else, and in compat mode, float queries).
+      const bool prepared =
+          kt == DType::Q8_0 && !s.f16_compat && kernels::prepare_queries_q8_0(qc, nq, D, s.scale, qp);
       // Slots the task's queries see, relative to tk.b: [first[t], vis[t]).
       static_assert(kAttnPrefillMinTokens <= 16);  // the decode path's tokens per job: below it
       int32_t vis[kAttnPrefillMinTokens], first[kAttnPrefillMinTokens];
@@ -205,6 +259,13 @@ void attention_decode(std::span<const AttnJob> jobs, int layer, const AttnShape&
       }
       std::fill(acc, acc + static_cast<size_t>(nq) * D, 0.0f);
       const int32_t blk = softmax_block_rows(kt, s.f16_compat, P, tk.e - tk.b);
+      // One block for the whole task: the next task's pages come during its P.V pass.
+      NextTaskPrefetch next_pages;
+      if (blk >= tk.e - tk.b && tn < tasks.size()) {
+        const Task& nt = tasks[tn];
+        next_pages = NextTaskPrefetch(*jobs[static_cast<size_t>(nt.job)].cache, layer, nt.kvh, nt.b, nt.e,
+                                      std::max<size_t>(1, static_cast<size_t>((tk.e - tk.b) / kPieceRows)));
+      }
       for (int32_t b0 = tk.b; b0 < tk.e;) {
         // A block: whole pages, up to blk rows.
         int32_t b1 = std::min(tk.e, (b0 / P + 1) * P);
@@ -215,7 +276,10 @@ void attention_decode(std::span<const AttnJob> jobs, int layer, const AttnShape&
           const int32_t s1 = std::min(b1, (s0 / P + 1) * P);
           const uint8_t* krow = c.k_row(layer, tk.kvh, s0);
           in_pieces(s1 - s0, c.v_row(layer, tk.kvh, s0), s1 - s0, rb, [&](int32_t r, int32_t m) {
-            qk_rows(kt, qc, nq, krow + r * rb, m, D, s.scale, sc + (s0 - tk.b) + r, range);
+            if (prepared)
+              kernels::qk_rows_q8_0_prepared(qp, nq, krow + r * rb, m, D, sc + (s0 - tk.b) + r, range);
+            else
+              qk_rows(kt, qc, nq, krow + r * rb, m, D, s.scale, sc + (s0 - tk.b) + r, range);
           });
           s0 = s1;
         }
@@ -256,6 +320,7 @@ void attention_decode(std::span<const AttnJob> jobs, int layer, const AttnShape&
           const int32_t n_next = s1 == b1 && b1 < tk.e ? std::min(tk.e - b1, P) : 0;
           if (any)
             in_pieces(s1 - s0, n_next > 0 ? c.k_row(layer, tk.kvh, b1) : nullptr, n_next, rb, [&](int32_t r, int32_t m) {
+              next_pages.step();
               pv_rows(kt, sc + (s0 - tk.b) + r, nq, range, vrow + r * rb, m, D, acc);
             });
           s0 = s1;

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "core/fp16.h"
+#include "queries_as_scored.h"
 #include "kvcache/attention.h"
 
 namespace kvs {
@@ -241,7 +242,9 @@ void check_batch(int threads, int32_t window) {
   AttnScratch scr;
   attention_batch(jobs, 0, shape, pool, scr);
   for (size_t i = 0; i < seqs.size(); ++i) {
-    const std::vector<double> ref = brute_force(st[i], q[i], qpos[i], window, 0.0f);
+    // The brute force scores the queries the engine does (Q8_0 decode: int16-rounded; queries_as_scored.h).
+    const std::vector<double> ref =
+        brute_force(st[i], test::queries_as_scored(*st[i].cache, q[i], seqs[i].n_tok), qpos[i], window, 0.0f);
     for (size_t x = 0; x < ref.size(); ++x)
       ASSERT_NEAR(out[i][x], ref[x], 2e-5) << "sequence " << i << " x=" << x << " threads=" << threads;
     std::vector<float> one(q[i].size()), one_lse(lse[i].size());

@@ -15,6 +15,7 @@
 #include "core/fp16.h"
 #include "kvcache/attention.h"
 #include "kvcache/cache_file.h"
+#include "queries_as_scored.h"
 
 namespace kvs {
 namespace {
@@ -147,7 +148,9 @@ TEST(KvQuant, AttentionOverQuantizedPagesMatchesTheReference) {
         ThreadPool pool(2);
         AttnScratch scr;
         attention(*c.cache, 0, s, q.data(), qpos.data(), n_tok, out.data(), nullptr, pool, scr);
-        attention_ref(*c.cache, 0, s, q.data(), qpos.data(), n_tok, ref.data(), nullptr);
+        // The reference scores the queries the engine does (Q8_0 decode: int16-rounded; queries_as_scored.h).
+        const std::vector<float> qs = test::queries_as_scored(*c.cache, q, n_tok);
+        attention_ref(*c.cache, 0, s, qs.data(), qpos.data(), n_tok, ref.data(), nullptr);
         for (size_t i = 0; i < out.size(); ++i)
           ASSERT_NEAR(out[i], ref[i], 3e-5f) << dtype_name(t) << " D=" << D << " n_ctx=" << n_ctx << " n_tok=" << n_tok
                                              << " i=" << i;

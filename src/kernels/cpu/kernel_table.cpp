@@ -130,6 +130,8 @@ KernelTable make_avx512() {
   k.pv_rows_f16 = avx512::pv_rows_f16;
   k.qk_rows_q8_0 = avx512::qk_rows_q8_0;
   k.pv_rows_q8_0 = avx512::pv_rows_q8_0;
+  k.prepare_queries_q8_0 = avx512::prepare_queries_q8_0;
+  k.qk_rows_q8_0_prepared = avx512::qk_rows_q8_0_prepared;
   k.qk_rows_q4_0 = avx512::qk_rows_q4_0;
   k.pv_rows_q4_0 = avx512::pv_rows_q4_0;
   k.qk_panels = avx512::qk_panels;

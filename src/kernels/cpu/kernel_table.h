@@ -88,6 +88,11 @@ struct KernelTable {
                        float* out, int64_t ldo);
   void (*pv_rows_q8_0)(const float* P, int nq, int64_t ldp, const uint8_t* V, int n, int D,
                        float* acc);
+  // Q.K against Q8_0 rows with int16 queries (ops.h): the AVX-512 table only; nullptr elsewhere,
+  // where prepare_queries_q8_0 answers false and the float row kernel runs.
+  bool (*prepare_queries_q8_0)(const float* Q, int nq, int D, float scale, uint8_t* prep) = nullptr;
+  void (*qk_rows_q8_0_prepared)(const uint8_t* prep, int nq, const uint8_t* K, int n, int D, float* out,
+                                int64_t ldo) = nullptr;
   void (*qk_rows_q4_0)(const float* Q, int nq, const uint8_t* K, int n, int D, float scale,
                        float* out, int64_t ldo);
   void (*pv_rows_q4_0)(const float* P, int nq, int64_t ldp, const uint8_t* V, int n, int D,
