@@ -91,10 +91,11 @@ inline void in_pieces(int32_t n, const uint8_t* next, int32_t n_next, size_t rb,
 // P.V pass. For the quantized page types a task is one softmax block (softmax_block_rows): its Q.K
 // pass reads the pages from DRAM while P.V runs from the caches with the memory idle, so the next
 // task's pages arrive during this one's P.V and its Q.K runs at the in-cache rate. Spread over
-// every piece of the pass, not in a burst (see kPieceRows). Measured with the int16 queries of
-// Q8_0 rows (kernels::prepare_queries_q8_0), BM_BatchedDecodeStep 16 x 2,048 Q8_0 pages:
-// 674-701 -> 745-790 tok/s; without them the pass's own compute absorbs the gain
-// (BENCHMARKS.md "Decode attention: the next task's pages during P.V", issue 25).
+// every piece of the pass, not in a burst (see kPieceRows). With the int16 queries of Q8_0 rows
+// (kernels::prepare_queries_q8_0), BatchedDecodeAttention 16 x 2,048 Q8_0 from DRAM, two threads:
+// 25.7-27.0 -> 28.1-29.8 GB/s, BM_BatchedDecodeStep 16 x 2,048: 21.8-22.1 -> 19.7-20.2 ms; with
+// float queries alone the P.V kernel slows by what the Q.K gains (BENCHMARKS.md "Decode attention:
+// int16 queries for Q8_0 rows and the next task's pages during P.V", issue 25).
 class NextTaskPrefetch {
  public:
   NextTaskPrefetch() = default;
