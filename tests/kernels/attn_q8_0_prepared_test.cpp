@@ -29,12 +29,6 @@ class PreparedQ8Paths : public test::TablePaths {
 constexpr int kD = 64;
 constexpr int kLd = 48;  // row stride of the scores (> every n below)
 
-std::vector<uint8_t> q8_0_rows(const std::vector<float>& x, int n) {
-  std::vector<uint8_t> out(static_cast<size_t>(n) * (kD / QK8_0) * sizeof(block_q8_0));
-  quantize_row_q8_0(x.data(), reinterpret_cast<block_q8_0*>(out.data()), static_cast<int64_t>(n) * kD);
-  return out;
-}
-
 // Row r's value j as the page holds it: d(r, j / 32) * q(r, j).
 double key_value(const std::vector<uint8_t>& K, int r, int j) {
   const auto* b = reinterpret_cast<const block_q8_0*>(K.data()) + r * (kD / QK8_0) + j / QK8_0;
@@ -45,10 +39,7 @@ double key_value(const std::vector<uint8_t>& K, int r, int j) {
 // the f32 queries' scores, worked out here by hand.
 TEST_P(PreparedQ8Paths, KnownAnswer) {
   if (!has_path()) GTEST_SKIP() << "no int16-query path in this table (the float row kernel serves)";
-  block_q8_0 row[2];
-  row[0].d = fp32_to_fp16(0.5f);
-  row[1].d = fp32_to_fp16(-2.0f);
-  for (int i = 0; i < QK8_0; ++i) row[0].qs[i] = static_cast<int8_t>(i - 16), row[1].qs[i] = static_cast<int8_t>(3);
+  const test::HandQ8Row row = test::hand_q8_0_row();
   // Q = 0.25 (e_5 - e_20 + e_40): 0.25 * (0.5 * (5 - 16) - 0.5 * (20 - 16) + (-2) * 3) = -3.375, times 2.
   std::vector<float> Q(kD, 0.0f);
   Q[5] = 0.25f;
@@ -57,13 +48,13 @@ TEST_P(PreparedQ8Paths, KnownAnswer) {
   std::vector<uint8_t> prep(kQ8PreparedQueryBytes);
   ASSERT_TRUE(k().prepare_queries_q8_0(Q.data(), 1, kD, 2.0f, prep.data()));
   float s = 0;
-  k().qk_rows_q8_0_prepared(prep.data(), 1, reinterpret_cast<const uint8_t*>(row), 1, kD, &s, 1);
+  k().qk_rows_q8_0_prepared(prep.data(), 1, row.bytes(), 1, kD, &s, 1);
   EXPECT_FLOAT_EQ(s, -6.75f);
   // A zero query scores 0 against any row.
   std::fill(Q.begin(), Q.end(), 0.0f);
   ASSERT_TRUE(k().prepare_queries_q8_0(Q.data(), 1, kD, 2.0f, prep.data()));
   s = 1;
-  k().qk_rows_q8_0_prepared(prep.data(), 1, reinterpret_cast<const uint8_t*>(row), 1, kD, &s, 1);
+  k().qk_rows_q8_0_prepared(prep.data(), 1, row.bytes(), 1, kD, &s, 1);
   EXPECT_EQ(s, 0.0f);
 }
 
@@ -84,7 +75,7 @@ TEST_P(PreparedQ8Paths, MatchesDoubleReferenceWithinStatedBound) {
         for (int j = 0; j < kD; ++j) Q[q * kD + j] = mag * nd(rng);
       }
       for (auto& x : Kf) x = 3.0f * nd(rng);
-      const std::vector<uint8_t> K = q8_0_rows(Kf, n);
+      const std::vector<uint8_t> K = test::q8_0_rows(Kf, n, kD);
       std::vector<uint8_t> prep(nq * kQ8PreparedQueryBytes);
       ASSERT_TRUE(k().prepare_queries_q8_0(Q.data(), nq, kD, scale, prep.data()));
       std::vector<float> got(nq * kLd, -1.0f);

@@ -48,13 +48,6 @@ Rows make_rows(int nq, int n, int D, uint32_t seed) {
   return r;
 }
 
-// n rows of D values as GGUF Q8_0 blocks (D a multiple of 32), as a Q8_0 KV page holds them.
-std::vector<uint8_t> q8_0_rows(const std::vector<float>& x, int n, int D) {
-  std::vector<uint8_t> out(static_cast<size_t>(n) * (D / QK8_0) * sizeof(block_q8_0));
-  quantize_row_q8_0(x.data(), reinterpret_cast<block_q8_0*>(out.data()), static_cast<int64_t>(n) * D);
-  return out;
-}
-
 // n rows of D values as GGUF Q4_0 blocks, as a Q4_0 KV page holds them.
 std::vector<uint8_t> q4_0_rows(const std::vector<float>& x, int n, int D) {
   std::vector<uint8_t> out(static_cast<size_t>(n) * (D / QK4_0) * sizeof(block_q4_0));
@@ -94,20 +87,17 @@ TEST_P(AttnPaths, Q4_0RowsReadNibblesInGgufOrder) {
 // int8 value itself (not a re-quantised one).
 TEST_P(AttnPaths, QkRowsQ8_0ReadScaleTimesQuant) {
   constexpr int D = 64;
-  block_q8_0 row[2];
-  row[0].d = fp32_to_fp16(0.5f);
-  row[1].d = fp32_to_fp16(-2.0f);
-  for (int i = 0; i < QK8_0; ++i) row[0].qs[i] = static_cast<int8_t>(i - 16), row[1].qs[i] = static_cast<int8_t>(3);
+  const test::HandQ8Row row = test::hand_q8_0_row();
   // Q = e_5 + e_40: score = 0.5 * (5 - 16) + (-2) * 3 = -11.5; acc += 1 * row: dims 0..31 (i - 16) / 2, 32.. -6.
   std::vector<float> Q(D, 0.0f);
   Q[5] = 1.0f;
   Q[40] = 1.0f;
   float s = 0;
-  k().qk_rows_q8_0(Q.data(), 1, reinterpret_cast<const uint8_t*>(row), 1, D, 1.0f, &s, 1);
+  k().qk_rows_q8_0(Q.data(), 1, row.bytes(), 1, D, 1.0f, &s, 1);
   EXPECT_FLOAT_EQ(s, -11.5f);
   std::vector<float> acc(D, 0.0f);
   const float p = 1.0f;
-  k().pv_rows_q8_0(&p, 1, 1, reinterpret_cast<const uint8_t*>(row), 1, D, acc.data());
+  k().pv_rows_q8_0(&p, 1, 1, row.bytes(), 1, D, acc.data());
   for (int d = 0; d < D; ++d) EXPECT_FLOAT_EQ(acc[d], d < 32 ? 0.5f * (d - 16) : -6.0f) << d;
 }
 
@@ -129,7 +119,7 @@ TEST_P(AttnPaths, QkRowsMatchReference) {
         for (size_t i = 0; i < got.size(); ++i)
           ASSERT_NEAR(got[i], want[i], 2e-6f * D * (1 + std::abs(want[i]))) << "f16 D=" << D << " n=" << n << " i=" << i;
         if (D % QK8_0 == 0) {  // Q8_0 rows: whole blocks; the reference decodes d * q element by element
-          const std::vector<uint8_t> K8 = q8_0_rows(r.K, n, D);
+          const std::vector<uint8_t> K8 = test::q8_0_rows(r.K, n, D);
           std::vector<float> want8(nq * kLd, -1);
           ref::qk_rows_q8_0(r.Q.data(), nq, K8.data(), n, D, 0.5f, want8.data(), kLd);
           std::fill(got.begin(), got.end(), -1.0f);
@@ -165,7 +155,7 @@ TEST_P(AttnPaths, PvRowsMatchReference) {
         for (size_t i = 0; i < got.size(); ++i)
           ASSERT_NEAR(got[i], want[i], 2e-6f * n * (1 + std::abs(want[i]))) << "f16 D=" << D << " n=" << n << " i=" << i;
         if (D % QK8_0 == 0) {
-          const std::vector<uint8_t> V8 = q8_0_rows(r.V, n, D);
+          const std::vector<uint8_t> V8 = test::q8_0_rows(r.V, n, D);
           std::vector<float> want8(nq * D, 0.25f);
           ref::pv_rows_q8_0(r.P.data(), nq, kLd, V8.data(), n, D, want8.data());
           std::fill(got.begin(), got.end(), 0.25f);

@@ -80,6 +80,30 @@ inline uint16_t rand_half(std::mt19937& rng, float lo, float hi) {
   return fp32_to_fp16(std::uniform_real_distribution<float>(lo, hi)(rng));
 }
 
+// n rows of D values as GGUF Q8_0 blocks (D a multiple of 32), as a Q8_0 KV page holds them.
+inline std::vector<uint8_t> q8_0_rows(const std::vector<float>& x, int n, int D) {
+  std::vector<uint8_t> out(static_cast<size_t>(n) * (D / QK8_0) * sizeof(block_q8_0));
+  quantize_row_q8_0(x.data(), reinterpret_cast<block_q8_0*>(out.data()), static_cast<int64_t>(n) * D);
+  return out;
+}
+
+// A hand-made Q8_0 row of 64 values for known answers: block 0 has d = 0.5 and q = i - 16 (element
+// i), block 1 d = -2 and q = 3 everywhere; element j's value is 0.5 (j - 16) for j < 32, -6 after.
+struct HandQ8Row {
+  block_q8_0 blocks[2];
+  const uint8_t* bytes() const { return reinterpret_cast<const uint8_t*>(blocks); }
+};
+inline HandQ8Row hand_q8_0_row() {
+  HandQ8Row r;
+  r.blocks[0].d = fp32_to_fp16(0.5f);
+  r.blocks[1].d = fp32_to_fp16(-2.0f);
+  for (int i = 0; i < QK8_0; ++i) {
+    r.blocks[0].qs[i] = static_cast<int8_t>(i - 16);
+    r.blocks[1].qs[i] = static_cast<int8_t>(3);
+  }
+  return r;
+}
+
 // n elements of type t filled with random *bytes* in every quant field and sane random fp16
 // scales: exercises the whole format space (every nibble, 6-bit scale, int8 scale value).
 inline std::vector<uint8_t> random_row(DType t, int64_t n, uint32_t seed) {
