@@ -10,7 +10,7 @@
 namespace kvs {
 
 KvCache::KvCache(PagePool& pool, const KvLayout& layout)
-    : pool_(&pool), layout_(layout), heads_(static_cast<size_t>(layout.n_heads_total())) {
+    : pool_(&pool), layout_(layout), row_bytes_(layout.row_bytes()), heads_(static_cast<size_t>(layout.n_heads_total())) {
   KVS_ASSERT(layout.dtype == DType::F32 || layout.dtype == DType::F16 || layout.dtype == DType::Q8_0 ||
              layout.dtype == DType::Q4_0);
   KVS_ASSERT(layout.head_dim % dtype_info(layout.dtype).block_size == 0);
@@ -47,18 +47,8 @@ std::unique_ptr<KvCache> KvCache::fork() const {
 }
 
 uint8_t* KvCache::slot_ptr(HeadCache& h, int32_t slot, bool v) {
-  const int P = layout_.page_tokens;
-  uint8_t* page = pool_->data(h.pages[static_cast<size_t>(slot / P)]);
-  return page + (static_cast<size_t>(v ? P : 0) + static_cast<size_t>(slot % P)) * layout_.row_bytes();
+  return const_cast<uint8_t*>(static_cast<const KvCache*>(this)->slot_ptr(static_cast<const HeadCache&>(h), slot, v));
 }
-const uint8_t* KvCache::slot_ptr(const HeadCache& h, int32_t slot, bool v) const {
-  const int P = layout_.page_tokens;
-  const uint8_t* page = pool_->data(h.pages[static_cast<size_t>(slot / P)]);
-  return page + (static_cast<size_t>(v ? P : 0) + static_cast<size_t>(slot % P)) * layout_.row_bytes();
-}
-
-const uint8_t* KvCache::k_row(int layer, int kvh, int32_t slot) const { return slot_ptr(head(layer, kvh), slot, false); }
-const uint8_t* KvCache::v_row(int layer, int kvh, int32_t slot) const { return slot_ptr(head(layer, kvh), slot, true); }
 
 // Rows are stored in the cache type (kernels' quantize_row / dequantize_row: F32 copied, F16
 // converted, Q8_0 / Q4_0 quantised block by block along head_dim as GGUF's, an f16 scale per 32

@@ -120,9 +120,11 @@ class KvCache {
   // ---- reads --------------------------------------------------------------------------------
   const HeadCache& head(int layer, int kvh) const { return heads_[idx(layer, kvh)]; }
   int32_t len(int layer, int kvh) const { return head(layer, kvh).len(); }
-  // Raw row pointers in the cache dtype.
-  const uint8_t* k_row(int layer, int kvh, int32_t slot) const;
-  const uint8_t* v_row(int layer, int kvh, int32_t slot) const;
+  // Raw row pointers in the cache dtype (inline: the decode attention asks for one per page and
+  // pass, and out of line, with the row size looked up each time, they took ~8% of a Q8_0 decode
+  // task's time with its rows in cache; BENCHMARKS.md, issue 25).
+  const uint8_t* k_row(int layer, int kvh, int32_t slot) const { return slot_ptr(head(layer, kvh), slot, false); }
+  const uint8_t* v_row(int layer, int kvh, int32_t slot) const { return slot_ptr(head(layer, kvh), slot, true); }
   // Rows [begin, end) of a head converted to float: K, V as [end-begin][head_dim].
   void gather(int layer, int kvh, int32_t begin, int32_t end, float* K, float* V) const;
   void read_k(int layer, int kvh, int32_t slot, float* out) const;
@@ -148,7 +150,11 @@ class KvCache {
   // has no room for them.
   HeadCache* prepare_load(int layer, int kvh, const int32_t* pos, int32_t n, const float* mass);
   uint8_t* slot_ptr(HeadCache& h, int32_t slot, bool v);
-  const uint8_t* slot_ptr(const HeadCache& h, int32_t slot, bool v) const;
+  const uint8_t* slot_ptr(const HeadCache& h, int32_t slot, bool v) const {
+    const int P = layout_.page_tokens;
+    const uint8_t* page = pool_->data(h.pages[static_cast<size_t>(slot / P)]);
+    return page + (static_cast<size_t>(v ? P : 0) + static_cast<size_t>(slot % P)) * row_bytes_;
+  }
   bool make_page_exclusive(HeadCache& h, size_t page_index);
   // Releases pages ids[n - 1] .. ids[0], in that order (kv_cache.cpp says why).
   void release_pages(const int32_t* ids, size_t n);
@@ -164,6 +170,7 @@ class KvCache {
 
   PagePool* pool_;
   KvLayout layout_;
+  size_t row_bytes_;  // layout_.row_bytes(), fixed with the layout
   std::vector<HeadCache> heads_;  // [n_layer * n_head_kv]
   int32_t n_past_ = 0;
 };
