@@ -1,24 +1,17 @@
 // Bad input to the `kvshrink` binary, one test per class (issue 17): each must end in exactly one
 // line "kvshrink: error: ..." on stderr and exit code 1 — no crash, abort, uncaught exception or
 // hang. The binary is the one built beside these tests (KVS_BINARY_DIR/tools/kvshrink).
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <climits>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "cli_process.h"
 #include "kvcache/cache_file.h"
 #include "test_util.h"
 
@@ -27,59 +20,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string kvshrink() { return (fs::path(KVS_BINARY_DIR) / "tools" / "kvshrink").string(); }
+std::string kvshrink() { return test::kvshrink_binary(); }
+std::string slurp(const std::string& path) { return test::read_all(path); }
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using CliRun = test::ProcResult;
 
-struct CliRun {
-  int exit_code = -1;     // -1 when killed by a signal or the timeout
-  int signal = 0;
-  bool timed_out = false;
-  std::string out, err;
-};
-
-// Runs kvshrink with `args` (stdin from /dev/null), killing it after `timeout_s`.
+// Runs kvshrink with `args` (stdin from /dev/null), killing it after `timeout_s` (cli_process.h).
 CliRun run_cli(const std::vector<std::string>& args, const test::TempDir& dir, int timeout_s = 60) {
-  const std::string out_path = dir / "stdout.txt", err_path = dir / "stderr.txt";
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    const int in = ::open("/dev/null", O_RDONLY);
-    const int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (in < 0 || out < 0 || err < 0) ::_exit(127);
-    ::dup2(in, 0), ::dup2(out, 1), ::dup2(err, 2);
-    std::vector<std::string> argv_s = {kvshrink()};
-    argv_s.insert(argv_s.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (auto& a : argv_s) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  CliRun r;
-  int status = 0;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
-  for (;;) {
-    const pid_t w = ::waitpid(pid, &status, WNOHANG);
-    if (w == pid) break;
-    if (std::chrono::steady_clock::now() > deadline) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      r.timed_out = true;
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  if (!r.timed_out && WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
-  r.out = slurp(out_path);
-  r.err = slurp(err_path);
-  return r;
+  return test::run_kvshrink(args, dir.str(), "cli", timeout_s);
 }
 
 std::string describe(const std::vector<std::string>& args, const CliRun& r) {

@@ -41,6 +41,7 @@ inline std::string find_program(const std::string& name) {
 
 struct ProcResult {
   int exit_code = -1;  // -1: killed by a signal or the timeout
+  int signal = 0;      // the signal that ended it (SIGKILL after a timeout), else 0
   bool timed_out = false;
   std::string out, err;
 };
@@ -78,6 +79,7 @@ inline ProcResult run_process(const std::vector<std::string>& argv_s, const std:
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   if (!r.timed_out && WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
   r.out = read_all(out_path);
   r.err = read_all(err_path);
   return r;
