@@ -38,16 +38,7 @@ struct Case {
   std::optional<double> keep;
 };
 
-class BatchDecode : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { model_ = Model::load(test::stories_gguf()).release(); }
-  static void TearDownTestSuite() {
-    delete model_;
-    model_ = nullptr;
-  }
-  static Model* model_;
-};
-Model* BatchDecode::model_ = nullptr;
+class BatchDecode : public test::StoriesModelSuite {};
 
 void check_case(Engine& e, const Case& c) {
   SCOPED_TRACE(c.press);

@@ -12,16 +12,7 @@ namespace {
 
 using nlohmann::json;
 
-class CrossSite : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { model_ = Model::load(test::stories_gguf()).release(); }
-  static void TearDownTestSuite() {
-    delete model_;
-    model_ = nullptr;
-  }
-  static Model* model_;
-};
-Model* CrossSite::model_ = nullptr;
+class CrossSite : public test::StoriesModelSuite {};
 
 std::string request(const std::string& method, const std::string& path, const std::string& headers,
                     const std::string& body = "") {

@@ -22,13 +22,8 @@ using test::Reply;
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-class HostileClients : public ::testing::Test {
+class HostileClients : public test::StoriesModelSuite {
  protected:
-  static void SetUpTestSuite() { model_ = Model::load(test::stories_gguf()).release(); }
-  static void TearDownTestSuite() {
-    delete model_;
-    model_ = nullptr;
-  }
   static server::ServeOptions options() {
     server::ServeOptions o = test::test_options();
     o.http.limits.max_body_bytes = 64 << 10;
@@ -39,9 +34,7 @@ class HostileClients : public ::testing::Test {
     o.http.connections.body_timeout_s = 0.6;
     return o;
   }
-  static Model* model_;
 };
-Model* HostileClients::model_ = nullptr;
 
 // GET /health on a fresh connection; its latency in seconds, or -1 when it failed (`got` then
 // says what came back, for the failure message).

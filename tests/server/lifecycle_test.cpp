@@ -17,16 +17,7 @@ namespace {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-class Lifecycle : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { model_ = Model::load(test::stories_gguf()).release(); }
-  static void TearDownTestSuite() {
-    delete model_;
-    model_ = nullptr;
-  }
-  static Model* model_;
-};
-Model* Lifecycle::model_ = nullptr;
+class Lifecycle : public test::StoriesModelSuite {};
 
 TEST_F(Lifecycle, TakenPortRefused) {
   server::ServeOptions o = test::test_options();

@@ -54,16 +54,7 @@ bool wait_metric(const test::TestServer& s, const std::string& name, double want
   return false;
 }
 
-class LoadControl : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { model_ = Model::load(test::stories_gguf()).release(); }
-  static void TearDownTestSuite() {
-    delete model_;
-    model_ = nullptr;
-  }
-  static Model* model_;
-};
-Model* LoadControl::model_ = nullptr;
+class LoadControl : public test::StoriesModelSuite {};
 
 TEST_F(LoadControl, DisconnectMidStreamCancelsAndFreesPages) {
   server::ServeOptions o = test::test_options();

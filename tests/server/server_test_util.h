@@ -28,6 +28,18 @@ namespace kvs::test {
 
 inline std::string stories_gguf() { return shared_path("models/stories260K/stories260K.gguf"); }
 
+// A test suite whose tests share one Model of stories260K, loaded once for the suite
+// (`class MySuite : public test::StoriesModelSuite {};`, then TEST_F(MySuite, ...) uses model_).
+class StoriesModelSuite : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { model_ = Model::load(stories_gguf()).release(); }
+  static void TearDownTestSuite() {
+    delete model_;
+    model_ = nullptr;
+  }
+  inline static Model* model_ = nullptr;
+};
+
 // A short story context (about 80 tokens) for the stored-context tests.
 inline constexpr const char* kStory =
     "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day, she "
