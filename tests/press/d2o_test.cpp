@@ -22,14 +22,7 @@ namespace {
 using test::contains;
 using test::Synth;
 
-float noise(int layer, int h, int pos, int d) {
-  uint32_t x = static_cast<uint32_t>(layer) * 7919u + static_cast<uint32_t>(h) * 104729u +
-               static_cast<uint32_t>(pos) * 1299709u + static_cast<uint32_t>(d) * 15485863u;
-  x ^= x >> 13;
-  x *= 0x5bd1e995;
-  x ^= x >> 15;
-  return (static_cast<float>(x % 10000) / 10000.0f - 0.5f) * 0.2f;
-}
+using test::noise;
 
 // Random queries for every layer (scale differs per layer and head so attention densities differ).
 void observe_all(Synth& s, int n_layer, int n_head, int D, int n, float scale_per_layer) {

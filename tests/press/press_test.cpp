@@ -17,15 +17,7 @@ namespace {
 using test::contains;
 using test::Synth;
 
-float noise(int layer, int h, int pos, int d) {
-  // Unsigned arithmetic: wraps by definition (a signed product here overflowed, which UBSan flags).
-  uint32_t x = static_cast<uint32_t>(layer) * 7919u + static_cast<uint32_t>(h) * 104729u +
-               static_cast<uint32_t>(pos) * 1299709u + static_cast<uint32_t>(d) * 15485863u;
-  x ^= x >> 13;
-  x *= 0x5bd1e995;
-  x ^= x >> 15;
-  return (static_cast<float>(x % 10000) / 10000.0f - 0.5f) * 0.2f;
-}
+using test::noise;
 
 // Every registered press: budget per head exact, total exact, sinks + window survive. The
 // expected budgets are written out, not computed by the allocator under test: 200 tokens at keep

@@ -2,6 +2,7 @@
 #pragma once
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <memory>
 #include <random>
 #include <vector>
@@ -11,6 +12,18 @@
 #include "press/stats.h"
 
 namespace kvs::test {
+
+// A deterministic pseudo-random value in [-0.1, 0.1) for (layer, head, position, dim): synthetic
+// keys and values. Unsigned arithmetic: wraps by definition (a signed product here overflowed,
+// which UBSan flags).
+inline float noise(int layer, int h, int pos, int d) {
+  uint32_t x = static_cast<uint32_t>(layer) * 7919u + static_cast<uint32_t>(h) * 104729u +
+               static_cast<uint32_t>(pos) * 1299709u + static_cast<uint32_t>(d) * 15485863u;
+  x ^= x >> 13;
+  x *= 0x5bd1e995;
+  x ^= x >> 15;
+  return (static_cast<float>(x % 10000) / 10000.0f - 0.5f) * 0.2f;
+}
 
 struct Synth {
   KvLayout layout;
