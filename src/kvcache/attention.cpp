@@ -112,7 +112,7 @@ class NextTaskPrefetch {
   void step() {
     for (size_t k = 0; p_ != nullptr && k < per_step_;) {
       const size_t m = std::min(per_step_ - k, page_lines_ - line_);
-      for (size_t i = 0; i < m; ++i) __builtin_prefetch(p_ + (line_ + i) * 64, 0, 3);
+      prefetch_rows(p_ + line_ * 64, m * 64);
       k += m;
       line_ += m;
       if (line_ == page_lines_) {
