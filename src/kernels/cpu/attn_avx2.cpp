@@ -18,22 +18,25 @@ struct Simd {
   static vec load(const float* p) { return _mm256_loadu_ps(p); }
   static vec at(const float* row, int d) { return _mm256_loadu_ps(row + d); }
   static vec at(const uint16_t* row, int d) { return f16x8_to_ps(row + d); }
-  // 8 of a block's 32 int8 values (d % 32 is 0, 8, 16 or 24) times the block's scale.
-  static vec at(const block_q8_0* row, int d) {
-    const block_q8_0& b = row[d / QK8_0];
-    const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.qs + d % QK8_0));
-    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), _mm256_set1_ps(h2f(b.d)));
+  // 8 of a block's 32 int8 values (d % 32 is 0, 8, 16 or 24), before / after the block's scale.
+  static vec raw(const block_q8_0* row, int d) {
+    const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(row[d / QK8_0].qs + d % QK8_0));
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
   }
+  static vec at(const block_q8_0* row, int d) { return _mm256_mul_ps(raw(row, d), scale(row, d)); }
   // 8 of a Q4_0 block's 32 values (d % 32 is 0 or 8: low nibbles of bytes 0-7 / 8-15; 16 or 24:
-  // their high nibbles), (q - 8) * d.
-  static vec at(const block_q4_0* row, int d) {
-    const block_q4_0& b = row[d / QK4_0];
+  // their high nibbles), q - 8 / (q - 8) * d.
+  static vec raw(const block_q4_0* row, int d) {
     const int j = d % QK4_0;
-    const __m128i x = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.qs + j % 16));
+    const __m128i x = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(row[d / QK4_0].qs + j % 16));
     const __m128i nib = _mm_and_si128(j < 16 ? x : _mm_srli_epi16(x, 4), _mm_set1_epi8(0x0F));
-    const __m256i q = _mm256_sub_epi32(_mm256_cvtepu8_epi32(nib), _mm256_set1_epi32(8));
-    return _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_set1_ps(h2f(b.d)));
+    return _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_cvtepu8_epi32(nib), _mm256_set1_epi32(8)));
   }
+  static vec at(const block_q4_0* row, int d) { return _mm256_mul_ps(raw(row, d), scale(row, d)); }
+  // The scale of the block holding element d, in every lane.
+  static vec scale(const block_q8_0* row, int d) { return _mm256_set1_ps(h2f(row[d / QK8_0].d)); }
+  static vec scale(const block_q4_0* row, int d) { return _mm256_set1_ps(h2f(row[d / QK4_0].d)); }
+  static vec mul(vec a, vec b) { return _mm256_mul_ps(a, b); }
   static vec set1(float x) { return _mm256_set1_ps(x); }
   static vec fmadd(vec a, vec b, vec c) { return _mm256_fmadd_ps(a, b, c); }
   static void store(float* p, vec v) { _mm256_storeu_ps(p, v); }

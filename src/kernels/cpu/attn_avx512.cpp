@@ -31,19 +31,22 @@ struct Simd {
   static vec load(const float* p) { return _mm512_loadu_ps(p); }
   static vec at(const float* row, int d) { return _mm512_loadu_ps(row + d); }
   static vec at(const uint16_t* row, int d) { return _mm512_cvtph_ps(loadu256(row + d)); }
-  // 16 of a block's 32 int8 values (d % 32 is 0 or 16) times the block's scale.
-  static vec at(const block_q8_0* row, int d) {
-    const block_q8_0& b = row[d / QK8_0];
-    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(loadu128(b.qs + d % QK8_0))), _mm512_set1_ps(h2f(b.d)));
+  // 16 of a block's 32 int8 values (d % 32 is 0 or 16), before / after the block's scale.
+  static vec raw(const block_q8_0* row, int d) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(loadu128(row[d / QK8_0].qs + d % QK8_0)));
   }
-  // 16 of a Q4_0 block's 32 values (d % 32 is 0: the low nibbles, or 16: the high ones), (q - 8) * d.
-  static vec at(const block_q4_0* row, int d) {
-    const block_q4_0& b = row[d / QK4_0];
-    const __m128i x = loadu128(b.qs);
+  static vec at(const block_q8_0* row, int d) { return _mm512_mul_ps(raw(row, d), scale(row, d)); }
+  // 16 of a Q4_0 block's 32 values (d % 32 is 0: the low nibbles, or 16: the high ones), q - 8 / (q - 8) * d.
+  static vec raw(const block_q4_0* row, int d) {
+    const __m128i x = loadu128(row[d / QK4_0].qs);
     const __m128i nib = _mm_and_si128(d % QK4_0 == 0 ? x : _mm_srli_epi16(x, 4), _mm_set1_epi8(0x0F));
-    const __m512i q = _mm512_sub_epi32(_mm512_cvtepu8_epi32(nib), _mm512_set1_epi32(8));
-    return _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(h2f(b.d)));
+    return _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepu8_epi32(nib), _mm512_set1_epi32(8)));
   }
+  static vec at(const block_q4_0* row, int d) { return _mm512_mul_ps(raw(row, d), scale(row, d)); }
+  // The scale of the block holding element d, in every lane.
+  static vec scale(const block_q8_0* row, int d) { return _mm512_set1_ps(h2f(row[d / QK8_0].d)); }
+  static vec scale(const block_q4_0* row, int d) { return _mm512_set1_ps(h2f(row[d / QK4_0].d)); }
+  static vec mul(vec a, vec b) { return _mm512_mul_ps(a, b); }
   static vec set1(float x) { return _mm512_set1_ps(x); }
   static vec fmadd(vec a, vec b, vec c) { return _mm512_fmadd_ps(a, b, c); }
   static void store(float* p, vec v) { _mm512_storeu_ps(p, v); }

@@ -17,7 +17,9 @@
 //
 // S provides: vec, kLanes (W), kQueries (the largest block), zero(), load(const float*),
 // at(row, d) (W values of a row of any KT from element d on, converted to F32; d a multiple of W),
-// set1, fmadd, store, sum(vec) -> float, sum4(a, b, c, d) -> __m128 {sum a, sum b, sum c, sum d}.
+// for Q8_0 / Q4_0 rows also raw(row, d) (the same values before the block's scale) and
+// scale(row, d) (that block's scale in every lane), set1, mul, fmadd, store, sum(vec) -> float,
+// sum4(a, b, c, d) -> __m128 {sum a, sum b, sum c, sum d}.
 //
 // Dimension legend: nq = queries, n = rows in the block, D = head dim (a multiple of W); Q [nq][D],
 // K/V [n][D], out/P rows of stride ldo/ldp, acc [nq][D]; QB = queries per block, NC = W-value
@@ -25,6 +27,14 @@
 // (No include guard on purpose: each ISA file includes it once, inside its own namespace.)
 
 // Rows are stepped with row_of (impl.h).
+
+// Values per scale block of a row type: 0 for F32 / F16 rows.
+template <typename T>
+inline constexpr int kBlockValues = 0;
+template <>
+inline constexpr int kBlockValues<block_q8_0> = QK8_0;
+template <>
+inline constexpr int kBlockValues<block_q4_0> = QK4_0;
 
 // Scores of QB queries (rows of Q, stride D) against rows [0, n) of K: out rows of stride ldo.
 // DC: the head dim when it is known at compile time (0: D at run time). With DC the d loops have a
@@ -59,8 +69,7 @@ void qk_block(const float* Q, const KT* K, int n, int D_run, float scale, float*
     for (int q = 0; q < QB; ++q)
 #pragma GCC unroll 4
       for (int i = 0; i < 4; ++i) acc[q][i] = S::zero();
-    for (int d = 0; d < D; d += W) {
-      const vec x0 = S::at(k0, d), x1 = S::at(k1, d), x2 = S::at(k2, d), x3 = S::at(k3, d);
+    auto piece = [&](int d, vec x0, vec x1, vec x2, vec x3) {
 #pragma GCC unroll 4
       for (int q = 0; q < QB; ++q) {
         const vec qd = query(q, d);
@@ -69,6 +78,22 @@ void qk_block(const float* Q, const KT* K, int n, int D_run, float scale, float*
         acc[q][2] = S::fmadd(qd, x2, acc[q][2]);
         acc[q][3] = S::fmadd(qd, x3, acc[q][3]);
       }
+    };
+    if constexpr (kBlockValues<KT> > 0) {
+      // Q8_0 / Q4_0 rows (D a multiple of the block): each row's block scale converted once per
+      // block, not once per piece (see pv_block).
+      constexpr int PB = kBlockValues<KT> / W;  // pieces per block
+      for (int d = 0; d < D; d += PB * W) {
+        const vec s0 = S::scale(k0, d), s1 = S::scale(k1, d), s2 = S::scale(k2, d), s3 = S::scale(k3, d);
+#pragma GCC unroll 4
+        for (int p = 0; p < PB; ++p) {
+          const int dp = d + p * W;
+          piece(dp, S::mul(S::raw(k0, dp), s0), S::mul(S::raw(k1, dp), s1), S::mul(S::raw(k2, dp), s2),
+                S::mul(S::raw(k3, dp), s3));
+        }
+      }
+    } else {
+      for (int d = 0; d < D; d += W) piece(d, S::at(k0, d), S::at(k1, d), S::at(k2, d), S::at(k3, d));
     }
 #pragma GCC unroll 4
     for (int q = 0; q < QB; ++q)
@@ -137,8 +162,23 @@ void pv_block(const float* P, int64_t ldp, const VT* V, int d0, int n, int D, fl
   for (int j = 0; j < n; ++j) {
     const VT* v = row_of(V, j, D);
     vec x[NC];
+    if constexpr (kBlockValues<VT> > 0 && NC % (kBlockValues<VT> / W) == 0) {
+      // Q8_0 / Q4_0 rows: each block's scale converted once for its kBlockValues / W pieces (d0 is
+      // a multiple of 4 W, so the pieces of one block are adjacent here). Through S::at, which
+      // scales each piece on its own, the compiler cannot see that pieces share a block (d0 is
+      // known only at run time) and converted the F16 scale once per piece: 4 conversions a row
+      // instead of 2 at head dim 64 on 16 lanes (BENCHMARKS.md, issue 25, 2026-11-29 night).
+      constexpr int PB = kBlockValues<VT> / W;  // pieces per block
 #pragma GCC unroll 4
-    for (int i = 0; i < NC; ++i) x[i] = S::at(v, d0 + W * i);
+      for (int i = 0; i < NC; i += PB) {
+        const vec sc = S::scale(v, d0 + W * i);
+#pragma GCC unroll 4
+        for (int p = 0; p < PB; ++p) x[i + p] = S::mul(S::raw(v, d0 + W * (i + p)), sc);
+      }
+    } else {
+#pragma GCC unroll 4
+      for (int i = 0; i < NC; ++i) x[i] = S::at(v, d0 + W * i);
+    }
 #pragma GCC unroll 4
     for (int q = 0; q < QB; ++q) {
       const vec w = S::set1(P[q * ldp + j]);
