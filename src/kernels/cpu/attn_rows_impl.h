@@ -167,7 +167,8 @@ void pv_block(const float* P, int64_t ldp, const VT* V, int d0, int n, int D, fl
       // a multiple of 4 W, so the pieces of one block are adjacent here). Through S::at, which
       // scales each piece on its own, the compiler cannot see that pieces share a block (d0 is
       // known only at run time) and converted the F16 scale once per piece: 4 conversions a row
-      // instead of 2 at head dim 64 on 16 lanes (BENCHMARKS.md, issue 25, 2026-11-29 night).
+      // instead of 2 at head dim 64 on 16 lanes, 8 instead of 2 on 8 (Q8_0 in cache -5% AVX-512,
+      // -25% AVX2; BENCHMARKS.md "The same questions on an Intel Xeon VM", issue 25).
       constexpr int PB = kBlockValues<VT> / W;  // pieces per block
 #pragma GCC unroll 4
       for (int i = 0; i < NC; i += PB) {
