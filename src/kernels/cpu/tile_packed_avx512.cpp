@@ -33,10 +33,18 @@
 namespace kvs::kernels::avx512 {
 namespace {
 
-// 4 activation bytes as one int32 (a plain load the compiler can fold into vpdpbusd's {1to16}
-// broadcast operand; through memcpy GCC 12 emits a separate vpbroadcastd per vpdpbusd).
 using i32_unaligned = int32_t __attribute__((may_alias, aligned(1)));
-inline int32_t load_i32(const int8_t* p) { return *reinterpret_cast<const i32_unaligned*>(p); }
+
+// acc + vpdpbusd(u, the 4 activation bytes at p broadcast to every lane), with the broadcast
+// folded into the instruction's memory operand ({1to16}). Written as asm because GCC 12 does not
+// fold it from the intrinsic (set1 of a plain load or of a memcpy alike): it emits a vpbroadcastd
+// per vpdpbusd, and on the Intel Xeon VM of issue 25 that pair issues 1.3 vpdpbusd a cycle where
+// the folded form issues 1.8-2.0 (12 independent chains, measured); the tile ran 1.5x faster
+// with the rows in L2 (BENCHMARKS.md, issue 25, "The weight tile's broadcasts").
+inline __m512i dpbusd_bcast(__m512i acc, __m512i u, const int8_t* p) {
+  __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*reinterpret_cast<const i32_unaligned*>(p)));
+  return acc;
+}
 
 // Packed formats: kBlockBytes (quants of one block, 16 rows), kPairBytes, unsigned(q, v) = the
 // eight vectors of the block at q.
@@ -76,18 +84,18 @@ struct PackedTile {
       __m512i s0 = _mm512_set1_epi32(*reinterpret_cast<const i32_unaligned*>(aj + coff));
       __m512i s1 = _mm512_setzero_si512();
       for (int k = 0; k < 4; ++k) {
-        s0 = _mm512_dpbusd_epi32(s0, v[k], _mm512_set1_epi32(load_i32(x + 4 * k)));
-        s1 = _mm512_dpbusd_epi32(s1, v[4 + k], _mm512_set1_epi32(load_i32(x + 16 + 4 * k)));
+        s0 = dpbusd_bcast(s0, v[k], x + 4 * k);
+        s1 = dpbusd_bcast(s1, v[4 + k], x + 16 + 4 * k);
       }
       const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(*reinterpret_cast<const float*>(aj + soff)));
       acc[j] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), acc[j]);
     }
   }
 
-  // One group (16 rows, nr of them valid) against RN tokens; pf: the next group, prefetched pair by
-  // pair as this one is read (null: none).
+  // One group (16 rows, nr of them valid) against RN tokens; pf: the next group, whose cache lines
+  // [pf_lo, pf_hi) of every block pair are prefetched pair by pair as this one is read (null: none).
   static void run(const uint8_t* g, int nr, const uint8_t* a, size_t as, int64_t n, float* out, int64_t ldo,
-                  const uint8_t* pf) {
+                  const uint8_t* pf, int pf_lo, int pf_hi) {
     const int64_t nb = n / QK8_0;
     const size_t sbase = act_q8_0_scales_offset(n), cbase = act_q8_0_bytes(n);
     constexpr size_t kQs = offsetof(block_q8_0, qs), kBlk = sizeof(block_q8_0);
@@ -97,7 +105,7 @@ struct PackedTile {
     int64_t b = 0;
     for (; b + 2 <= nb; b += 2, g += F::kPairBytes) {
       if (pf) {
-        for (size_t off = 0; off < F::kPairBytes; off += 64) _mm_prefetch(reinterpret_cast<const char*>(pf + off), _MM_HINT_T0);
+        for (int l = pf_lo; l < pf_hi; ++l) _mm_prefetch(reinterpret_cast<const char*>(pf + 64 * l), _MM_HINT_T0);
         pf += F::kPairBytes;
       }
       block(g, g + 2 * B, a, as, b * kBlk + kQs, sbase + 4 * b, cbase + 4 * b, acc);
@@ -114,22 +122,30 @@ struct PackedTile {
 };
 
 // One group against nt tokens, 8 at a time (the group's weights stay in L1 between passes).
-// The first pass prefetches the next group (pf, or null) as it reads this one.
+// The passes share the next group's prefetch (pf, or null): pass i of np asks for lines
+// [i L / np, (i + 1) L / np) of each block pair (L lines a pair), so that the requests go out
+// through the whole group's time rather than in the first pass's half of it while the core's
+// fill buffers wait idle in the second (16 tokens, 98 MB of weights from DRAM, one thread:
+// 1.4-1.7 -> 1.8-1.9 G vpdpbusd a second; BENCHMARKS.md, issue 25, "The weight tile's broadcasts").
 template <class F>
 void group_tokens(const uint8_t* g, int rows, const uint8_t* a, size_t as, int nt, int64_t n, float* out,
                   int64_t ldo, const uint8_t* pf) {
-  int t = 0;
-  for (; t + 8 <= nt; t += 8, pf = nullptr) PackedTile<F, 8>::run(g, rows, a + t * as, as, n, out + t * ldo, ldo, pf);
+  constexpr int L = static_cast<int>(F::kPairBytes / 64);
+  const int np = (nt + 7) / 8;
+  int t = 0, i = 0;
+  for (; t + 8 <= nt; t += 8, ++i)
+    PackedTile<F, 8>::run(g, rows, a + t * as, as, n, out + t * ldo, ldo, pf, i * L / np, (i + 1) * L / np);
   const uint8_t* at = a + t * as;
   float* ot = out + t * ldo;
+  const int lo = i * L / np, hi = (i + 1) * L / np;
   switch (nt - t) {
-    case 7: PackedTile<F, 7>::run(g, rows, at, as, n, ot, ldo, pf); break;
-    case 6: PackedTile<F, 6>::run(g, rows, at, as, n, ot, ldo, pf); break;
-    case 5: PackedTile<F, 5>::run(g, rows, at, as, n, ot, ldo, pf); break;
-    case 4: PackedTile<F, 4>::run(g, rows, at, as, n, ot, ldo, pf); break;
-    case 3: PackedTile<F, 3>::run(g, rows, at, as, n, ot, ldo, pf); break;
-    case 2: PackedTile<F, 2>::run(g, rows, at, as, n, ot, ldo, pf); break;
-    case 1: PackedTile<F, 1>::run(g, rows, at, as, n, ot, ldo, pf); break;
+    case 7: PackedTile<F, 7>::run(g, rows, at, as, n, ot, ldo, pf, lo, hi); break;
+    case 6: PackedTile<F, 6>::run(g, rows, at, as, n, ot, ldo, pf, lo, hi); break;
+    case 5: PackedTile<F, 5>::run(g, rows, at, as, n, ot, ldo, pf, lo, hi); break;
+    case 4: PackedTile<F, 4>::run(g, rows, at, as, n, ot, ldo, pf, lo, hi); break;
+    case 3: PackedTile<F, 3>::run(g, rows, at, as, n, ot, ldo, pf, lo, hi); break;
+    case 2: PackedTile<F, 2>::run(g, rows, at, as, n, ot, ldo, pf, lo, hi); break;
+    case 1: PackedTile<F, 1>::run(g, rows, at, as, n, ot, ldo, pf, lo, hi); break;
     default: break;
   }
 }
