@@ -169,6 +169,10 @@ bool prepare_queries_q8_0(const float* Q, int nq, int D, float scale, uint8_t* p
 void qk_rows_q8_0_prepared(const uint8_t* prep, int nq, const uint8_t* K, int n, int D, float* out, int64_t ldo) {
   active_kernels().qk_rows_q8_0_prepared(prep, nq, K, n, D, out, ldo);
 }
+bool has_pv_rows_q8_0_i16(int D) { return active_kernels().pv_rows_q8_0_i16 != nullptr && D == 64; }
+void pv_rows_q8_0_i16(const float* P, int nq, int64_t ldp, const uint8_t* V, int n, int D, float* acc) {
+  active_kernels().pv_rows_q8_0_i16(P, nq, ldp, V, n, D, acc);
+}
 void qk_rows_q4_0(const float* Q, int nq, const uint8_t* K, int n, int D, float scale, float* out, int64_t ldo) {
   active_kernels().qk_rows_q4_0(Q, nq, K, n, D, scale, out, ldo);
 }

@@ -69,17 +69,23 @@ inline float round_f16(float x) { return fp16_to_fp32(fp32_to_fp16(x)); }
 // tokens from DRAM, 2 threads: 18-19 -> 23-26 GB/s; pieces of 4 rows cost more in calls than
 // they gain, BENCHMARKS.md "Decode attention: the next page's prefetch spread over the page").
 constexpr int32_t kPieceRows = 16;
+// The P.V pass of Q8_0 pages with int16 weights (kernels::pv_rows_q8_0_i16) goes a whole page of 32
+// rows at a time: the kernel's cost per call (the weights' scale and rounding, the int32 sums'
+// conversion) is its own, and it halves with twice the rows (BatchedDecodeAttention 16 x 2,048
+// Q8_0, two threads: 8.3-9.6 ms with 16-row pieces, 7.4-8.1 with 32; BENCHMARKS.md, issue 25,
+// "P.V with int16 weights").
+constexpr int32_t kPieceRowsI16 = 32;
 
 inline void prefetch_rows(const uint8_t* p, size_t bytes) {
   for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 3);
 }
 
-// fn(r, m) for the pieces [r, r + m) of a page's n rows (row stride rb bytes), each after the
-// prefetch of rows [r, r + m) of `next` (n_next rows; none when null).
+// fn(r, m) for the pieces [r, r + m) of a page's n rows (row stride rb bytes; pieces of `piece`
+// rows), each after the prefetch of rows [r, r + m) of `next` (n_next rows; none when null).
 template <class Fn>
-inline void in_pieces(int32_t n, const uint8_t* next, int32_t n_next, size_t rb, Fn&& fn) {
-  for (int32_t r = 0; r < n; r += kPieceRows) {
-    const int32_t m = std::min(kPieceRows, n - r);
+inline void in_pieces(int32_t n, const uint8_t* next, int32_t n_next, size_t rb, int32_t piece, Fn&& fn) {
+  for (int32_t r = 0; r < n; r += piece) {
+    const int32_t m = std::min(piece, n - r);
     if (r < n_next) prefetch_rows(next + r * rb, static_cast<size_t>(std::min(m, n_next - r)) * rb);
     fn(r, m);
   }
@@ -260,12 +266,16 @@ void attention_decode(std::span<const AttnJob> jobs, int layer, const AttnShape&
       }
       std::fill(acc, acc + static_cast<size_t>(nq) * D, 0.0f);
       const int32_t blk = softmax_block_rows(kt, s.f16_compat, P, tk.e - tk.b);
+      // The P.V pass's pieces: with the int16 weights where the int16 queries are (the tables
+      // and head dims that have one have both), whole pages.
+      const bool pv_i16 = prepared && kernels::has_pv_rows_q8_0_i16(D);
+      const int32_t pv_piece = pv_i16 ? kPieceRowsI16 : kPieceRows;
       // One block for the whole task: the next task's pages come during its P.V pass.
       NextTaskPrefetch next_pages;
       if (blk >= tk.e - tk.b && tn < tasks.size()) {
         const Task& nt = tasks[tn];
         next_pages = NextTaskPrefetch(*jobs[static_cast<size_t>(nt.job)].cache, layer, nt.kvh, nt.b, nt.e,
-                                      std::max<size_t>(1, static_cast<size_t>((tk.e - tk.b) / kPieceRows)));
+                                      std::max<size_t>(1, static_cast<size_t>((tk.e - tk.b) / pv_piece)));
       }
       for (int32_t b0 = tk.b; b0 < tk.e;) {
         // A block: whole pages, up to blk rows.
@@ -276,7 +286,7 @@ void attention_decode(std::span<const AttnJob> jobs, int layer, const AttnShape&
         for (int32_t s0 = b0; s0 < b1;) {
           const int32_t s1 = std::min(b1, (s0 / P + 1) * P);
           const uint8_t* krow = c.k_row(layer, tk.kvh, s0);
-          in_pieces(s1 - s0, c.v_row(layer, tk.kvh, s0), s1 - s0, rb, [&](int32_t r, int32_t m) {
+          in_pieces(s1 - s0, c.v_row(layer, tk.kvh, s0), s1 - s0, rb, kPieceRows, [&](int32_t r, int32_t m) {
             if (prepared)
               kernels::qk_rows_q8_0_prepared(qp, nq, krow + r * rb, m, D, sc + (s0 - tk.b) + r, range);
             else
@@ -320,9 +330,13 @@ void attention_decode(std::span<const AttnJob> jobs, int layer, const AttnShape&
           const uint8_t* vrow = c.v_row(layer, tk.kvh, s0);
           const int32_t n_next = s1 == b1 && b1 < tk.e ? std::min(tk.e - b1, P) : 0;
           if (any)
-            in_pieces(s1 - s0, n_next > 0 ? c.k_row(layer, tk.kvh, b1) : nullptr, n_next, rb, [&](int32_t r, int32_t m) {
+            in_pieces(s1 - s0, n_next > 0 ? c.k_row(layer, tk.kvh, b1) : nullptr, n_next, rb, pv_piece,
+                      [&](int32_t r, int32_t m) {
               next_pages.step();
-              pv_rows(kt, sc + (s0 - tk.b) + r, nq, range, vrow + r * rb, m, D, acc);
+              if (pv_i16)
+                kernels::pv_rows_q8_0_i16(sc + (s0 - tk.b) + r, nq, range, vrow + r * rb, m, D, acc);
+              else
+                pv_rows(kt, sc + (s0 - tk.b) + r, nq, range, vrow + r * rb, m, D, acc);
             });
           s0 = s1;
         }

@@ -191,6 +191,8 @@ void pv_rows_q4_0(const float* P, int nq, int64_t ldp, const uint8_t* V, int n, 
 // attn_q8_0_i16_avx512.cpp: Q.K against Q8_0 rows with int16 queries (head dim 64).
 bool prepare_queries_q8_0(const float* Q, int nq, int D, float scale, uint8_t* prep);
 void qk_rows_q8_0_prepared(const uint8_t* prep, int nq, const uint8_t* K, int n, int D, float* out, int64_t ldo);
+// attn_pv_q8_0_i16_avx512.cpp: P.V against Q8_0 rows with int16 weights (head dim 64).
+void pv_rows_q8_0_i16(const float* P, int nq, int64_t ldp, const uint8_t* V, int n, int D, float* acc);
 void qk_panels(const float* Q, int rows, int D, const float* Kt, int n_panels, float* S, int64_t lds);
 void pv_tile(const float* P, int rows, int64_t ldp, const float* V, int n, int D, float* O);
 void pack_key_panels(const float* K, int n, int D, float* Kt);

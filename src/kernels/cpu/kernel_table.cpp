@@ -132,6 +132,7 @@ KernelTable make_avx512() {
   k.pv_rows_q8_0 = avx512::pv_rows_q8_0;
   k.prepare_queries_q8_0 = avx512::prepare_queries_q8_0;
   k.qk_rows_q8_0_prepared = avx512::qk_rows_q8_0_prepared;
+  k.pv_rows_q8_0_i16 = avx512::pv_rows_q8_0_i16;
   k.qk_rows_q4_0 = avx512::qk_rows_q4_0;
   k.pv_rows_q4_0 = avx512::pv_rows_q4_0;
   k.qk_panels = avx512::qk_panels;

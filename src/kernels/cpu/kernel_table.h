@@ -93,6 +93,10 @@ struct KernelTable {
   bool (*prepare_queries_q8_0)(const float* Q, int nq, int D, float scale, uint8_t* prep) = nullptr;
   void (*qk_rows_q8_0_prepared)(const uint8_t* prep, int nq, const uint8_t* K, int n, int D, float* out,
                                 int64_t ldo) = nullptr;
+  // P.V against Q8_0 rows with int16 weights (ops.h: pv_rows_q8_0_i16): the AVX-512 table only
+  // (head dim 64); nullptr elsewhere, where the float row kernel runs.
+  void (*pv_rows_q8_0_i16)(const float* P, int nq, int64_t ldp, const uint8_t* V, int n, int D,
+                           float* acc) = nullptr;
   void (*qk_rows_q4_0)(const float* Q, int nq, const uint8_t* K, int n, int D, float scale,
                        float* out, int64_t ldo);
   void (*pv_rows_q4_0)(const float* P, int nq, int64_t ldp, const uint8_t* V, int n, int D,
