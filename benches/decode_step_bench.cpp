@@ -36,6 +36,10 @@ void BM_BatchedDecodeStep(benchmark::State& st) {
     return;
   }
   const int n_seq = static_cast<int>(st.range(0)), held = static_cast<int>(st.range(1));
+  // compact: each sequence prefilled with 4 x held tokens, then every 4th slot kept (a keep-0.25
+  // press's compaction, as the server's contexts are), instead of held tokens appended.
+  const bool compact = st.range(4) == 1;
+  const int filled = compact ? 4 * held : held;
   EngineParams ep;
   ep.kv_dtype = st.range(2) == 2 ? DType::Q8_0 : DType::F16;
   ep.n_threads = static_cast<int>(st.range(3));
@@ -48,19 +52,34 @@ void BM_BatchedDecodeStep(benchmark::State& st) {
   std::normal_distribution<float> nd;
   constexpr int kChunk = 512;
   std::vector<float> k(static_cast<size_t>(kChunk) * Hkv * D), v(k.size());  // [chunk][Hkv][D]
-  std::vector<int32_t> pos(static_cast<size_t>(held));
-  for (int i = 0; i < held; ++i) pos[static_cast<size_t>(i)] = i;
-  for (int c0 = 0; c0 < held; c0 += kChunk)
-    for (int s = 0; s < n_seq; ++s)
-      for (int il = 0; il < hp.n_layer; ++il) {
-        const int n = std::min(kChunk, held - c0);
-        if (c0 == 0 && s == 0 && il == 0) {  // the same random rows for every sequence and layer
-          for (auto& x : k) x = nd(rng);
-          for (auto& x : v) x = nd(rng);
-        }
-        caches[static_cast<size_t>(s)]->append(il, n, k.data(), v.data(), pos.data() + c0);
+  std::vector<int32_t> pos(static_cast<size_t>(filled));
+  for (int i = 0; i < filled; ++i) pos[static_cast<size_t>(i)] = i;
+  for (auto& x : k) x = nd(rng);  // the same random rows for every sequence and layer
+  for (auto& x : v) x = nd(rng);
+  auto fill = [&](int s, int c0) {
+    for (int il = 0; il < hp.n_layer; ++il)
+      caches[static_cast<size_t>(s)]->append(il, std::min(kChunk, filled - c0), k.data(), v.data(), pos.data() + c0);
+  };
+  if (compact) {
+    // Sequence after sequence, as the server builds its contexts: prefill, then the press's edit.
+    for (int s = 0; s < n_seq; ++s) {
+      for (int c0 = 0; c0 < filled; c0 += kChunk) fill(s, c0);
+      KvCache& c = *caches[static_cast<size_t>(s)];
+      CacheEdit edit(c.layout());
+      for (auto& h : edit.heads) {
+        h.active = true;
+        for (int i = 0; i < filled; i += 4) h.keep.push_back(i);
       }
-  for (auto& c : caches) c->set_n_past(held);
+      if (!c.apply(edit)) {
+        st.SkipWithError("the pool could not supply the edit's pages");
+        return;
+      }
+    }
+  } else {
+    for (int c0 = 0; c0 < filled; c0 += kChunk)
+      for (int s = 0; s < n_seq; ++s) fill(s, c0);
+  }
+  for (auto& c : caches) c->set_n_past(filled);
   std::vector<int32_t> tok(static_cast<size_t>(n_seq));
   std::uniform_int_distribution<int32_t> ud(3, hp.n_vocab - 1);
   std::vector<Engine::BatchItem> items(static_cast<size_t>(n_seq));
@@ -79,8 +98,10 @@ void BM_BatchedDecodeStep(benchmark::State& st) {
                                            benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_BatchedDecodeStep)
-    ->ArgsProduct({{1, 4, 16}, {2048, 512, 16}, {1, 2}, {2}})
-    ->ArgNames({"seqs", "held", "type", "thr"})
+    ->ArgsProduct({{1, 4, 16}, {2048, 512, 16}, {1, 2}, {2}, {0}})
+    ->Args({16, 512, 2, 2, 1})
+    ->Args({16, 512, 1, 2, 1})
+    ->ArgNames({"seqs", "held", "type", "thr", "compact"})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
