@@ -37,7 +37,7 @@ namespace {
 
 constexpr int kD = 64;             // the head dim this path serves
 constexpr int64_t kRowBytes = 68;  // a Q8_0 row of 64: two blocks {f16 d, int8 qs[32]}
-constexpr int kChunk = 32;         // rows per integer pass (one weight scale per query and block)
+constexpr int kChunk = 32;         // rows per integer pass (one weight scale per query)
 
 using i32_unaligned = int32_t __attribute__((may_alias, aligned(1)));
 
@@ -50,9 +50,9 @@ inline __m512i dpwssd_bcast(__m512i acc, __m512i x, const int16_t* p) {
 }
 
 // QB queries (weights P rows of stride ldp) against rows [0, n) of V, n <= kChunk: acc rows of
-// stride kD += P . V. Returns false, changing nothing, when a query-block product is not finite
-// or its largest magnitude is below the smallest normal float (the caller then runs the float
-// kernel on the chunk).
+// stride kD += P . V. Returns false, changing nothing, when a weight or a block scale is not
+// finite, or a query's bound max |p| * max |d| is not finite or is below the smallest normal float
+// (the caller then runs the float kernel on the chunk).
 template <int QB>
 bool chunk_i16(const float* P, int64_t ldp, const uint8_t* V, int n, float* acc) {
   // The rows' block scales as f32, d[b][half] = rows 16 half .. 16 half + 15 (0 past n, so that a
