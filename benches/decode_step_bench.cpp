@@ -6,8 +6,8 @@
 // without it. args: sequences, tokens held per head (2,048 = a full 2k context, 512 = keep 0.25
 // of it, 16 = next to nothing: what a step costs besides the KV reads), KV page type (1 = F16,
 // 2 = Q8_0), threads, compact (1: each sequence prefilled with 4x the tokens, then edited down to
-// every 4th slot, as a keep-0.25 press leaves the server's contexts; 0: appended). Counters: tok/s (aggregate decode), and
-// GB/s = (the weights' bytes + every sequence's KV bytes held) per step / step time — the share of
+// every 4th slot, as a keep-0.25 press leaves the server's contexts; 0: appended). Counters: tok/s
+// (aggregate decode), and GB/s = (the weights' bytes + every sequence's KV bytes held) per step / step time — the share of
 // the memory bound, as in BENCHMARKS.md's roofline tables.
 #include <benchmark/benchmark.h>
 

@@ -88,11 +88,12 @@ constexpr int64_t kQ8PreparedQueryBytes = 192;
 bool prepare_queries_q8_0(const float* Q, int nq, int D, float scale, uint8_t* prep);
 void qk_rows_q8_0_prepared(const uint8_t* prep, int nq, const uint8_t* K, int n, int D, float* out, int64_t ldo);
 // P.V against Q8_0 rows with the weights rounded to int16: acc[q * D + d] += sum_r P[q * ldp + r] *
-// V[r][d], as pv_rows_q8_0, where per chunk of up to 32 rows and per (query q, block b) the
-// weights w = p(q, r) * d(r, b) are rounded to int16 with one scale s = max_r |w| / 32767 and the
-// sums over the rows' int8 values are exact integers: each value within (s / 2) * sum_r |k(r, j)|
-// plus f32 rounding of the f32 weights' P.V. A chunk whose products are not finite, or whose
-// largest is below the smallest normal float, takes the float kernel (pv_rows_q8_0) instead.
+// V[r][d], as pv_rows_q8_0, where per chunk of up to 32 rows and per query q the weights
+// w = p(q, r) * d(r, b) are rounded to int16 with one scale s = max_r |p(q, r)| * max_{r,b} |d(r, b)|
+// / 32767 (over the chunk's rows and both blocks) and the sums over the rows' int8 values are
+// exact integers: each value within (s / 2) * sum_r |k(r, j)| plus f32 rounding of the f32
+// weights' P.V. A chunk with a weight or scale that is not finite, or whose bound is below the
+// smallest normal float, takes the float kernel (pv_rows_q8_0) instead.
 // Only where has_pv_rows_q8_0_i16(D) (the AVX-512 table, D = 64); elsewhere pv_rows_q8_0 serves.
 // The decode attention uses it where it uses the int16 queries (BENCHMARKS.md, issue 25, "P.V with
 // int16 weights").

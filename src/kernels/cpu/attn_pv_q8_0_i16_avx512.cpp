@@ -76,20 +76,16 @@ bool chunk_i16(const float* P, int64_t ldp, const uint8_t* V, int n, float* acc)
   // little, so the weights keep nearly all of int16's range).
   const __m512 dm = _mm512_max_ps(_mm512_max_ps(_mm512_abs_ps(d[0][0]), _mm512_abs_ps(d[0][1])),
                                   _mm512_max_ps(_mm512_abs_ps(d[1][0]), _mm512_abs_ps(d[1][1])));
-  // (max_ps drops a NaN of its first operand: each scale vector is checked itself.)
-  if ((_mm512_cmp_ps_mask(d[0][0], d[0][0], _CMP_UNORD_Q) | _mm512_cmp_ps_mask(d[0][1], d[0][1], _CMP_UNORD_Q) |
-       _mm512_cmp_ps_mask(d[1][0], d[1][0], _CMP_UNORD_Q) | _mm512_cmp_ps_mask(d[1][1], d[1][1], _CMP_UNORD_Q)) != 0)
-    return false;
-  const float dmax = _mm512_reduce_max_ps(dm);
+  if (any_nan(d[0][0], d[0][1], d[1][0], d[1][1])) return false;
+  const float dmax = hmax_ps(dm);
   // Weights wi[q][b][r] (r padded to kChunk with 0) and their scales s[q].
   alignas(64) int16_t wi[QB][2][kChunk];
   float s[QB];
 #pragma GCC unroll 4
   for (int q = 0; q < QB; ++q) {
     const __m512 p0 = _mm512_maskz_loadu_ps(m0, P + q * ldp), p1 = _mm512_maskz_loadu_ps(m1, P + q * ldp + 16);
-    // max_ps passes a NaN through only from its second operand; check the weights themselves.
-    if ((_mm512_cmp_ps_mask(p0, p0, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(p1, p1, _CMP_UNORD_Q)) != 0) return false;
-    const float mx = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(p0), _mm512_abs_ps(p1))) * dmax;
+    if (any_nan(p0, p1)) return false;
+    const float mx = hmax_ps(_mm512_max_ps(_mm512_abs_ps(p0), _mm512_abs_ps(p1))) * dmax;
     if (!(mx <= std::numeric_limits<float>::max())) return false;
     if (mx != 0.0f && mx < std::numeric_limits<float>::min()) return false;  // 32767 / mx would overflow
     if (mx == 0.0f) {
@@ -118,8 +114,7 @@ bool chunk_i16(const float* P, int64_t ldp, const uint8_t* V, int n, float* acc)
     const uint8_t* r1 = r + 1 < n ? r0 + kRowBytes : r0;  // an odd count's last pair: weight 0
 #pragma GCC unroll 2
     for (int b = 0; b < 2; ++b) {
-      const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r0 + 2 + 34 * b));
-      const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r1 + 2 + 34 * b));
+      const __m256i x = loadu256(r0 + 2 + 34 * b), y = loadu256(r1 + 2 + 34 * b);
       // Per 128-bit lane the bytes x0 y0 x1 y1 ...: sign-extended, int32 lane i holds the pair
       // (row r, row r + 1) of one value.
       const __m512i lo = _mm512_cvtepi8_epi16(_mm256_unpacklo_epi8(x, y));

@@ -114,12 +114,9 @@ bool prepare_queries_q8_0(const float* Q, int nq, int D, float scale, uint8_t* p
                  v3 = _mm512_loadu_ps(x + 48);
     const __m512 am = _mm512_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)),
                                     _mm512_max_ps(_mm512_abs_ps(v2), _mm512_abs_ps(v3)));
-    // max_ps returns its second operand when either is NaN; check every value instead.
-    const __mmask16 bad = _mm512_cmp_ps_mask(v0, v0, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(v1, v1, _CMP_UNORD_Q) |
-                          _mm512_cmp_ps_mask(v2, v2, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(v3, v3, _CMP_UNORD_Q);
     const float mx = _mm512_reduce_max_ps(am);
     // (A largest magnitude below the smallest normal float would make 32767 / mx overflow.)
-    if (bad != 0 || !(mx <= std::numeric_limits<float>::max())) return false;
+    if (any_nan(v0, v1, v2, v3) || !(mx <= std::numeric_limits<float>::max())) return false;
     if (mx != 0.0f && mx < std::numeric_limits<float>::min()) return false;
     float factor = 0.0f;
     if (mx == 0.0f) {

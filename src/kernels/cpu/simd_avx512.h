@@ -23,6 +23,13 @@ inline float reduce_ps(__m512 v) {
   return _mm_cvtss_f32(s);
 }
 
+// True if a lane of any of the vectors is NaN. Each vector is checked itself: max_ps returns its
+// second operand when either is NaN, so a maximum over them can drop one.
+template <class... V>
+inline bool any_nan(V... v) {
+  return (_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) | ...) != 0;
+}
+
 // Maximum of the 16 lanes.
 inline float hmax_ps(__m512 v) {
   __m512 t = _mm512_max_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
