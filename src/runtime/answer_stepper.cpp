@@ -55,7 +55,7 @@ Engine::BatchItem AnswerStepper::next_item(int max_rows) {
   return it;
 }
 
-void AnswerStepper::after_step(std::vector<float> logits) {
+void AnswerStepper::after_step(std::span<const float> logits) {
   KvCache& c = *seq_.cache;
   peak_ = std::max(peak_, c.bytes_held());
   if (phase_ == Phase::Prefill) {

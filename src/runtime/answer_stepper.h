@@ -38,7 +38,7 @@ class AnswerStepper : public Stepper {
   Phase phase() const override { return phase_; }
   int64_t prefill_left() const override { return static_cast<int64_t>(question_.size()) - fed_; }
   Engine::BatchItem next_item(int max_rows) override;
-  void after_step(std::vector<float> logits) override;
+  void after_step(std::span<const float> logits) override;
 
   // What has been generated so far (text cut at a stop string once one appears).
   const std::vector<int32_t>& tokens() const { return tokens_; }

@@ -64,26 +64,30 @@ StepStats batch_step(Engine& engine, std::span<Stepper* const> steppers, int pre
     st.seconds = t.seconds();
     return st;
   }
-  std::vector<std::vector<float>> logits;
+  // The logits stay in the engine (forward_batch_spans) until every stepper has used them.
+  std::vector<std::span<const float>> logits;
   bool batched = true;
   try {
-    logits = engine.forward_batch(items);
+    logits = engine.forward_batch_spans(items);
   } catch (const std::exception&) {
     batched = false;  // nothing changed: run each item alone to find which one cannot proceed
     logits.assign(items.size(), {});
   }
   for (size_t i = 0; i < items.size(); ++i) {
     Stepper* s = who[i];
+    std::vector<float> alone;
     if (!batched) {
       const bool ok = guarded(s, failed, [&] {
         std::vector<std::vector<float>> one = engine.forward_batch(std::span<const Engine::BatchItem>(&items[i], 1));
-        logits[i] = std::move(one[0]);
+        alone = std::move(one[0]);
       });
       if (!ok) continue;
+      logits[i] = alone;
     }
-    guarded(s, failed, [&] { s->after_step(std::move(logits[i])); });
+    guarded(s, failed, [&] { s->after_step(logits[i]); });
     ++st.sequences;
   }
+  engine.trim_batch_logits();
   st.seconds = t.seconds();
   return st;
 }

@@ -29,8 +29,8 @@ class Stepper {
   // (Prefill), or its last sampled token (Decode). The spans stay valid until after_step().
   virtual Engine::BatchItem next_item(int max_rows) = 0;
   // Called after the forward pass that fed next_item(), with that item's logits (empty when the
-  // item did not ask for them).
-  virtual void after_step(std::vector<float> logits) = 0;
+  // item did not ask for them; they live in the engine and are gone after the call).
+  virtual void after_step(std::span<const float> logits) = 0;
 };
 
 struct StepFailure {

@@ -79,7 +79,7 @@ Engine::BatchItem ContextBuilder::next_item(int max_rows) {
   return it;
 }
 
-void ContextBuilder::after_step(std::vector<float> logits) {
+void ContextBuilder::after_step(std::span<const float> logits) {
   (void)logits;
   fed_ += pending_;
   pending_ = 0;

@@ -54,7 +54,7 @@ class ContextBuilder : public Stepper {
   bool runs_alone() const override { return whole_ && !done_; }
   void run_alone() override;
   Engine::BatchItem next_item(int max_rows) override;
-  void after_step(std::vector<float> logits) override;
+  void after_step(std::span<const float> logits) override;
 
   // The context, once phase() is Done (moves it out).
   BuiltContext take();

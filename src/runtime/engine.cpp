@@ -128,7 +128,7 @@ std::vector<float> Engine::forward_at(KvCache& cache, std::span<const int32_t> t
   return logits;
 }
 
-std::vector<std::vector<float>> Engine::forward_batch(std::span<const BatchItem> items) {
+std::vector<std::span<const float>> Engine::forward_batch_spans(std::span<const BatchItem> items) {
   const int V = model_.hp.n_vocab;
   size_t pages = 0;
   for (size_t i = 0; i < items.size(); ++i) {
@@ -146,7 +146,7 @@ std::vector<std::vector<float>> Engine::forward_batch(std::span<const BatchItem>
   if (!page_pool_->can_alloc(pages))
     fail("KV cache memory cap reached: the batch needs {} more pages of {} bytes; {} of {} bytes in use", pages,
          layout_.page_bytes(), page_pool_->bytes_in_use(), page_pool_->max_bytes());
-  std::vector<std::vector<float>> out(items.size());
+  std::vector<std::span<const float>> out(items.size());
   std::vector<size_t> done(items.size(), 0);  // tokens of each item already fed
   const arch::Runtime rt = runtime();
   std::vector<int32_t> tokens, pos;
@@ -175,16 +175,38 @@ std::vector<std::vector<float>> Engine::forward_batch(std::span<const BatchItem>
     logits.resize(segs.size() * static_cast<size_t>(V));
     arch::forward_segments(rt, act_, segs, tokens.data(), pos.data(), static_cast<int>(tokens.size()),
                            arch::LogitsRows::Last, nullptr, logits.data());
+    for (size_t k = 0; k < segs.size(); ++k) done[seg_item[k]] += static_cast<size_t>(segs[k].n);
+    // Another pass follows when an item has tokens left; it overwrites `logits`, so the rows of the
+    // items this pass finished are copied aside first (rare: a step wider than n_batch rows).
+    bool more = false;
+    for (size_t i = 0; i < items.size(); ++i) more |= done[i] < items[i].tokens.size();
     for (size_t k = 0; k < segs.size(); ++k) {
       const size_t i = seg_item[k];
-      done[i] += static_cast<size_t>(segs[k].n);
-      if (done[i] == items[i].tokens.size() && items[i].want_logits)
-        out[i].assign(logits.begin() + static_cast<std::ptrdiff_t>(k * V), logits.begin() + static_cast<std::ptrdiff_t>((k + 1) * V));
+      if (done[i] != items[i].tokens.size() || !items[i].want_logits) continue;
+      const float* row = logits.data() + k * static_cast<size_t>(V);
+      if (more) {
+        batch_early_.resize(items.size() * static_cast<size_t>(V));
+        float* dst = batch_early_.data() + i * static_cast<size_t>(V);
+        std::copy(row, row + V, dst);
+        row = dst;
+      }
+      out[i] = std::span<const float>(row, static_cast<size_t>(V));
     }
   }
-  // A wide step (many prompt chunks) must not pin its logits for the engine's lifetime.
-  if (logits.capacity() > static_cast<size_t>(kKeptLogitRows) * static_cast<size_t>(V))
-    std::vector<float>().swap(logits);
+  return out;
+}
+
+void Engine::trim_batch_logits() {
+  const size_t keep = static_cast<size_t>(kKeptLogitRows) * static_cast<size_t>(model_.hp.n_vocab);
+  if (batch_logits_.capacity() > keep) std::vector<float>().swap(batch_logits_);
+  std::vector<float>().swap(batch_early_);
+}
+
+std::vector<std::vector<float>> Engine::forward_batch(std::span<const BatchItem> items) {
+  const std::vector<std::span<const float>> spans = forward_batch_spans(items);
+  std::vector<std::vector<float>> out(items.size());
+  for (size_t i = 0; i < items.size(); ++i) out[i].assign(spans[i].begin(), spans[i].end());
+  trim_batch_logits();
   return out;
 }
 

@@ -75,6 +75,15 @@ class Engine {
   // result as running each item alone. Throws kvs::Error (pool cap, bad tokens) before any item's
   // cache is changed when the whole batch cannot be planned.
   std::vector<std::vector<float>> forward_batch(std::span<const BatchItem> items);
+  // The same with the logits left in the engine: per item a span of [n_vocab] (empty when not
+  // wanted), valid until the next forward_batch / forward_batch_spans / trim_batch_logits call.
+  // Spares a step the allocation and copy of the vectors (16 sequences x a 49k vocabulary: 3 MB
+  // faulted in, copied and freed every step; BENCHMARKS.md, issue 25). The continuous batching
+  // step (runtime/batch_step.h) uses it and calls trim_batch_logits() when done with the spans.
+  std::vector<std::span<const float>> forward_batch_spans(std::span<const BatchItem> items);
+  // Frees the logits kept for the spans when they are wider than kKeptLogitRows rows (a wide step
+  // of many prompt chunks must not pin them for the engine's lifetime).
+  void trim_batch_logits();
 
   // Queries of hidden states entering `layer` (attn_norm, W_q + bias, RoPE), exactly as the
   // forward computes them. hidden [n][n_embd]; rope_cs [n][rope_dim] (cos, sin) pairs, or one row
@@ -101,6 +110,10 @@ class Engine {
   // step (BENCHMARKS.md, issue 25). Released after a step wider than kKeptLogitRows segments.
   static constexpr int kKeptLogitRows = 64;
   std::vector<float> batch_logits_;
+  // [items][n_vocab] the logits of items finished before a batch's last pass (a batch wider than
+  // n_batch rows goes in several passes, each overwriting batch_logits_); forward_batch_spans
+  // points into it for them.
+  std::vector<float> batch_early_;
 };
 
 }  // namespace kvs

@@ -3,6 +3,7 @@
 // in a batch gives the same tokens.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -90,6 +91,59 @@ TEST(BatchForward, SameAsEachSequenceAlone) {
   for (int s = 0; s < 3; ++s) EXPECT_EQ(got[s], alone_tokens[s]) << "sequence " << s;
   for (int s = 0; s < 3; ++s)
     EXPECT_EQ(caches[s]->n_past(), static_cast<int32_t>(prompts[s].size() + 11)) << "sequence " << s;
+}
+
+// forward_batch_spans leaves the logits in the engine: each item's are its logits alone, also for
+// an item finished in an earlier pass of a batch wider than n_batch rows (its row is copied aside
+// before the next pass overwrites the pass's logits), empty for an item that did not ask for them,
+// and forward_batch returns the same vectors.
+TEST(BatchForward, SpansHoldEachItemsLogits) {
+  auto model = Model::load(test::stories_gguf());
+  EngineParams ep;
+  ep.n_threads = 2;
+  ep.n_batch = 20;
+  ep.kv_dtype = DType::F32;  // as SameAsEachSequenceAlone: 1e-4 between batchings
+  Engine e(*model, ep);
+  const Tokenizer& tok = *model->tokenizer;
+  std::vector<std::vector<int32_t>> prompts;
+  for (const char* p : kPrompts) prompts.push_back(tok.encode(p, true, false));
+  ASSERT_LT(prompts[0].size(), 20u);  // item 0 ends in the first pass, item 1 runs on into the second
+  ASSERT_GT(prompts[0].size() + prompts[1].size(), 20u);
+  std::vector<std::vector<float>> alone(3);
+  for (int s = 0; s < 3; ++s) {
+    auto c = e.new_cache();
+    alone[s] = e.forward(*c, prompts[s], Logits::Last);
+  }
+  std::vector<std::unique_ptr<KvCache>> a, b;
+  for (int s = 0; s < 3; ++s) {
+    a.push_back(e.new_cache());
+    b.push_back(e.new_cache());
+  }
+  auto items_of = [&](std::vector<std::unique_ptr<KvCache>>& c) {
+    std::vector<Engine::BatchItem> it{{c[0].get(), prompts[0]}, {c[1].get(), prompts[1]}, {c[2].get(), prompts[2]}};
+    it[2].want_logits = false;
+    return it;
+  };
+  const auto got = e.forward_batch_spans(items_of(b));
+  ASSERT_EQ(got.size(), 3u);
+  for (int s = 0; s < 2; ++s)
+    EXPECT_LT(max_diff(std::vector<float>(got[s].begin(), got[s].end()), alone[s]), 1e-4) << "item " << s;
+  EXPECT_TRUE(got[2].empty());
+  const auto vec = e.forward_batch(items_of(a));
+  for (int s = 0; s < 2; ++s) EXPECT_LT(max_diff(vec[s], alone[s]), 1e-4) << "item " << s;
+  EXPECT_TRUE(vec[2].empty());
+  // One pass (a decode step of each): the spans point at the pass's rows.
+  const int32_t next[3] = {argmax(alone[0]), argmax(alone[1]), argmax(alone[2])};
+  std::vector<Engine::BatchItem> da, db;
+  for (int s = 0; s < 3; ++s) {
+    da.push_back({a[s].get(), std::span<const int32_t>(&next[s], 1)});
+    db.push_back({b[s].get(), std::span<const int32_t>(&next[s], 1)});
+  }
+  const auto want1 = e.forward_batch(da);
+  const auto got1 = e.forward_batch_spans(db);
+  for (int s = 0; s < 3; ++s)
+    EXPECT_LT(max_diff(std::vector<float>(got1[s].begin(), got1[s].end()), want1[s]), 1e-4) << "item " << s;
+  e.trim_batch_logits();
 }
 
 TEST(BatchForward, RefusesTheSameSequenceTwiceAndBadTokens) {
