@@ -94,14 +94,18 @@ inline void in_pieces(int32_t n, const uint8_t* next, int32_t n_next, size_t rb,
 }
 
 // The pages of a thread's next decode task, asked for a share at a time during the current task's
-// P.V pass. For the quantized page types a task is one softmax block (softmax_block_rows): its Q.K
-// pass reads the pages from DRAM while P.V runs from the caches with the memory idle, so the next
-// task's pages arrive during this one's P.V and its Q.K runs at the in-cache rate. Spread over
-// every piece of the pass, not in a burst (see kPieceRows). With the int16 queries of Q8_0 rows
-// (kernels::prepare_queries_q8_0), BatchedDecodeAttention 16 x 2,048 Q8_0 from DRAM, two threads:
-// 25.7-27.0 -> 28.1-29.8 GB/s, BM_BatchedDecodeStep 16 x 2,048: 21.8-22.1 -> 19.7-20.2 ms; with
-// float queries alone the P.V kernel slows by what the Q.K gains (BENCHMARKS.md "Decode attention:
-// int16 queries for Q8_0 rows and the next task's pages during P.V", issue 25).
+// Q.K and P.V passes. For the quantized page types a task is one softmax block
+// (softmax_block_rows), so its pages are known when it starts. Spread over every piece of both
+// passes, not in a burst (see kPieceRows): the next task's pages (~70 KB at 512 Q8_0 keys) take
+// longer to arrive than one P.V pass lasts, so when they were asked for during P.V only, the next
+// Q.K still waited on most of them.
+//   - P.V only, with the int16 queries of Q8_0 rows (kernels::prepare_queries_q8_0), on the Zen 5
+//     VM: BatchedDecodeAttention 16 x 2,048 Q8_0 from DRAM, two threads, 25.7-27.0 -> 28.1-29.8
+//     GB/s; with float queries alone the P.V kernel slowed by what the Q.K gained (BENCHMARKS.md
+//     "Decode attention: int16 queries for Q8_0 rows and the next task's pages during P.V").
+//   - Q.K and P.V, on the Intel Xeon VM (int16 P.V weights too): the same benchmark 8.0-9.3 ->
+//     6.3-8.2 ms, BM_BatchedDecodeStep 16 x 2,048 45.7-52.1 -> 39.8-42.8 ms, 16 x 512 21.0-25.9 ->
+//     19.3-24.4 ms (BENCHMARKS.md, issue 25, "The next task's pages during Q.K and P.V").
 class NextTaskPrefetch {
  public:
   NextTaskPrefetch() = default;
@@ -270,12 +274,13 @@ void attention_decode(std::span<const AttnJob> jobs, int layer, const AttnShape&
       // and head dims that have one have both), whole pages.
       const bool pv_i16 = prepared && kernels::has_pv_rows_q8_0_i16(D);
       const int32_t pv_piece = pv_i16 ? kPieceRowsI16 : kPieceRows;
-      // One block for the whole task: the next task's pages come during its P.V pass.
+      // One block for the whole task: the next task's pages come during its Q.K and P.V passes.
       NextTaskPrefetch next_pages;
       if (blk >= tk.e - tk.b && tn < tasks.size()) {
         const Task& nt = tasks[tn];
         next_pages = NextTaskPrefetch(*jobs[static_cast<size_t>(nt.job)].cache, layer, nt.kvh, nt.b, nt.e,
-                                      std::max<size_t>(1, static_cast<size_t>((tk.e - tk.b) / pv_piece)));
+                                      std::max<size_t>(1, static_cast<size_t>((tk.e - tk.b) / pv_piece +
+                                                                              (tk.e - tk.b) / kPieceRows)));
       }
       for (int32_t b0 = tk.b; b0 < tk.e;) {
         // A block: whole pages, up to blk rows.
@@ -287,6 +292,7 @@ void attention_decode(std::span<const AttnJob> jobs, int layer, const AttnShape&
           const int32_t s1 = std::min(b1, (s0 / P + 1) * P);
           const uint8_t* krow = c.k_row(layer, tk.kvh, s0);
           in_pieces(s1 - s0, c.v_row(layer, tk.kvh, s0), s1 - s0, rb, kPieceRows, [&](int32_t r, int32_t m) {
+            next_pages.step();
             if (prepared)
               kernels::qk_rows_q8_0_prepared(qp, nq, krow + r * rb, m, D, sc + (s0 - tk.b) + r, range);
             else
