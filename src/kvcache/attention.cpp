@@ -79,6 +79,11 @@ constexpr int32_t kPieceRowsI16 = 32;
 inline void prefetch_rows(const uint8_t* p, size_t bytes) {
   for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 3);
 }
+// The same into L2 only (prefetcht1): for the next task's pages (NextTaskPrefetch), which are read
+// a whole task later.
+inline void prefetch_rows_l2(const uint8_t* p, size_t bytes) {
+  for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 2);
+}
 
 // fn(r, m) for the pieces [r, r + m) of a page's n rows (row stride rb bytes; pieces of `piece`
 // rows), each after the prefetch of rows [r, r + m) of `next` (n_next rows; none when null).
@@ -105,7 +110,9 @@ inline void in_pieces(int32_t n, const uint8_t* next, int32_t n_next, size_t rb,
 //     "Decode attention: int16 queries for Q8_0 rows and the next task's pages during P.V").
 //   - Q.K and P.V, on the Intel Xeon VM (int16 P.V weights too): the same benchmark 8.0-9.3 ->
 //     6.3-8.2 ms, BM_BatchedDecodeStep 16 x 2,048 45.7-52.1 -> 39.8-42.8 ms, 16 x 512 21.0-25.9 ->
-//     19.3-24.4 ms (BENCHMARKS.md, issue 25, "The next task's pages during Q.K and P.V").
+//     19.3-24.4 ms; then into L2 only (prefetcht1) rather than L1: 6.4-7.0 -> 5.7-6.4 ms, the
+//     step at 16 x 2,048 41.2-43.9 -> 38.1-41.1 ms (BENCHMARKS.md, issue 25, "The next task's
+//     pages during Q.K too").
 class NextTaskPrefetch {
  public:
   NextTaskPrefetch() = default;
@@ -122,7 +129,7 @@ class NextTaskPrefetch {
   void step() {
     for (size_t k = 0; p_ != nullptr && k < per_step_;) {
       const size_t m = std::min(per_step_ - k, page_lines_ - line_);
-      prefetch_rows(p_ + line_ * 64, m * 64);
+      prefetch_rows_l2(p_ + line_ * 64, m * 64);
       k += m;
       line_ += m;
       if (line_ == page_lines_) {
