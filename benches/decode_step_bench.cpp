@@ -7,8 +7,8 @@
 // of it, 16 = next to nothing: what a step costs besides the KV reads), KV page type (1 = F16,
 // 2 = Q8_0), threads, compact (1: each sequence prefilled with 4x the tokens, then edited down to
 // every 4th slot, as a keep-0.25 press leaves the server's contexts; 0: appended). Counters: tok/s
-// (aggregate decode), and GB/s = (the weights' bytes + every sequence's KV bytes held) per step / step time — the share of
-// the memory bound, as in BENCHMARKS.md's roofline tables.
+// (aggregate decode), and GB/s = (the weights' bytes + every sequence's KV bytes held) per step /
+// step time — the share of the memory bound, as in BENCHMARKS.md's roofline tables.
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>

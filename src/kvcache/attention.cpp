@@ -71,9 +71,9 @@ inline float round_f16(float x) { return fp16_to_fp32(fp32_to_fp16(x)); }
 constexpr int32_t kPieceRows = 16;
 // The P.V pass of Q8_0 pages with int16 weights (kernels::pv_rows_q8_0_i16) goes 32 rows (a whole
 // page at the default page size) at a time: the kernel's cost per call (the weights' scale and
-// rounding, the int32 sums' conversion) is its own, and it halves with twice the rows (BatchedDecodeAttention 16 x 2,048
-// Q8_0, two threads: 8.3-9.6 ms with 16-row pieces, 7.4-8.1 with 32; BENCHMARKS.md, issue 25,
-// "P.V with int16 weights").
+// rounding, the int32 sums' conversion) is its own, and it halves with twice the rows
+// (BatchedDecodeAttention 16 x 2,048 Q8_0, two threads: 8.3-9.6 ms with 16-row pieces, 7.4-8.1
+// with 32; BENCHMARKS.md, issue 25, "P.V with int16 weights").
 constexpr int32_t kPieceRowsI16 = 32;
 
 inline void prefetch_rows(const uint8_t* p, size_t bytes) {
