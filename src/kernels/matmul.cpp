@@ -178,49 +178,51 @@ void matmul_packed(const KernelTable& k, const MatmulConfig& cfg, std::span<cons
     macs += j.P->rows * cols * n_tok;
   }
   // ~4 chunks per thread over all the jobs' groups; with several token blocks, at most
-  // ~kWeightChunkBytes of weights per chunk. first[j]: job j's first chunk in the queue.
+  // ~kWeightChunkBytes of weights per chunk. Then, once fewer groups are left than 2 such chunks a
+  // thread, chunks of a quarter of what is left per thread ("guided", down to one group), so that
+  // the threads finish within about a group of each other: with equal chunks the last one ran on
+  // alone for half a chunk on average (an LM head's chunk of 3.7 MB at 16 tokens: ~0.4 ms of a
+  // 20 ms step; the ~1 ms a step the caller waited in matmul sections on the Intel VM,
+  // BENCHMARKS.md, issue 25). Chunks never span two jobs.
   int64_t chunk = (groups + 4 * pool.size() - 1) / (4 * pool.size());
   if (tb < n_tok) chunk = std::min<int64_t>(chunk, kWeightChunkBytes / static_cast<int64_t>(P0.group_stride));
   chunk = std::max<int64_t>(1, chunk);
-  std::array<int64_t, kMaxJobs + 1> first{};
-  for (size_t j = 0; j < jobs.size(); ++j) first[j + 1] = first[j] + (jobs[j].P->ngroups + chunk - 1) / chunk;
-  ChunkQueue queue(first[jobs.size()], 1);
-  // Chunk c: its job and first group.
-  auto locate = [&](int64_t c, size_t* j, int64_t* gb) {
-    *j = 0;
-    while (c >= first[*j + 1]) ++*j;
-    *gb = (c - first[*j]) * chunk;
-  };
+  auto& chunks = scratch.chunks;
+  chunks.clear();
+  const int64_t share = 2 * static_cast<int64_t>(pool.size());
+  int64_t left = groups;
+  for (size_t j = 0; j < jobs.size(); ++j)
+    for (int64_t g = 0, ng = jobs[j].P->ngroups; g < ng;) {
+      const int64_t c = std::min({chunk, std::max<int64_t>(1, (left + share - 1) / share), ng - g});
+      chunks.push_back({static_cast<int64_t>(j), g, g + c});
+      g += c;
+      left -= c;
+    }
+  ChunkQueue queue(static_cast<int64_t>(chunks.size()), 1);
   run_parallel(pool, cfg, macs, [&](int, int) {
     // Each thread takes its next chunk from the queue before running the current one, so that the
     // current one's last group prefetches the next one's first (otherwise every chunk starts on
     // weights straight from DRAM: ~8 chunks per matrix, 4-5 matrices per layer; a 16-sequence
     // decode step with ~50 tokens held, 7.6-8.1 -> 7.2-7.6 ms, BENCHMARKS.md, issue 25).
-    // (j, gb): the current chunk's job and first group, located once, when it was taken as next.
     int64_t c, ce;
     bool have = queue.next(&c, &ce);
-    size_t j = 0;
-    int64_t gb = 0;
-    if (have) locate(c, &j, &gb);
     for (bool have_next; have; have = have_next) {
+      const MatmulScratch::GroupChunk cur = chunks[static_cast<size_t>(c)];
       have_next = queue.next(&c, &ce);
-      size_t jn = 0;
-      int64_t gbn = 0;
       const uint8_t* next = nullptr;
       if (have_next) {
-        locate(c, &jn, &gbn);
-        next = jobs[jn].P->group(gbn);
+        const MatmulScratch::GroupChunk& n = chunks[static_cast<size_t>(c)];
+        next = jobs[static_cast<size_t>(n.job)].P->group(n.begin);
       }
-      const PackedWeights& P = *jobs[j].P;
-      const int64_t ge = std::min(P.ngroups, gb + chunk), r0 = gb * kPackRows;
+      const PackedJob& job = jobs[static_cast<size_t>(cur.job)];
+      const PackedWeights& P = *job.P;
+      const int64_t gb = cur.begin, r0 = gb * kPackRows;
       for (int64_t t0 = 0; t0 < n_tok; t0 += tb) {
         const int nt = static_cast<int>(std::min(tb, n_tok - t0));
         // (With several token blocks only the last one's pass moves on to the next chunk.)
-        tile(P.group(gb), P.group_stride, static_cast<int>(ge - gb), P.rows - r0, act + t0 * act_stride, act_stride, nt,
-             cols, jobs[j].y + t0 * jobs[j].ldy + r0, jobs[j].ldy, t0 + tb >= n_tok ? next : P.group(gb));
+        tile(P.group(gb), P.group_stride, static_cast<int>(cur.end - gb), P.rows - r0, act + t0 * act_stride, act_stride,
+             nt, cols, job.y + t0 * job.ldy + r0, job.ldy, t0 + tb >= n_tok ? next : P.group(gb));
       }
-      j = jn;
-      gb = gbn;
     }
   });
 }

@@ -14,7 +14,12 @@ namespace kvs::kernels {
 
 // Per-thread scratch kept across calls so the hot path never allocates.
 struct MatmulScratch {
+  // A run of 16-row groups of one job of a packed matmul (its chunk list, matmul.cpp).
+  struct GroupChunk {
+    int64_t job, begin, end;
+  };
   AlignedBuffer<uint8_t> act;                // prepared activations, n_tok rows
+  std::vector<GroupChunk> chunks;            // the packed matmul's chunks, in hand-out order
   std::vector<AlignedBuffer<float>> wtile;   // per-thread dequantised weight tiles
 };
 
