@@ -2,10 +2,13 @@
 // packed activation's corrections, the scalar reference tile and the registry.
 #include "kernels/packed_weights.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <new>
 #include <shared_mutex>
 #include <thread>
 #include <unordered_map>
@@ -45,9 +48,9 @@ inline size_t quants_at(const PackedLayout& l, int64_t b) {
 // Groups [g0, g1) of p from the GGUF rows at src ([rows][nb] blocks): zeroed first (padding rows
 // and blocks: zero quants, zero scales), then every row's blocks put in place.
 void pack_groups(const PackedLayout& l, PackedWeights& p, const uint8_t* src, int64_t g0, int64_t g1) {
-  std::memset(p.data.data() + static_cast<size_t>(g0) * p.group_stride, 0, static_cast<size_t>(g1 - g0) * p.group_stride);
+  std::memset(p.data + static_cast<size_t>(g0) * p.group_stride, 0, static_cast<size_t>(g1 - g0) * p.group_stride);
   for (int64_t g = g0; g < g1; ++g) {
-    uint8_t* dst = p.data.data() + static_cast<size_t>(g) * p.group_stride;  // [npairs][pair_bytes]
+    uint8_t* dst = p.data + static_cast<size_t>(g) * p.group_stride;  // [npairs][pair_bytes]
     const int nr = static_cast<int>(std::min<int64_t>(kPackRows, p.rows - g * kPackRows));
     for (int r = 0; r < nr; ++r) {
       const uint8_t* row = src + static_cast<size_t>(g * kPackRows + r) * p.nb * l.gguf_block_bytes;
@@ -62,9 +65,28 @@ void pack_groups(const PackedLayout& l, PackedWeights& p, const uint8_t* src, in
 
 }  // namespace
 
-std::shared_ptr<PackedWeights> pack_weights(DType t, const void* src, int64_t rows, int64_t cols) {
-  const PackedLayout& l = packed_layout(t);
+size_t packed_bytes(DType t, int64_t rows, int64_t cols) {
   KVS_ASSERT(rows > 0 && cols > 0 && cols % QK8_0 == 0);
+  const int64_t ngroups = (rows + kPackRows - 1) / kPackRows, nb = cols / QK8_0;
+  return static_cast<size_t>(ngroups) * static_cast<size_t>((nb + 1) / 2) * packed_layout(t).pair_bytes;
+}
+
+std::shared_ptr<uint8_t> alloc_packed_storage(size_t bytes) {
+  constexpr size_t kHugePage = size_t{2} << 20;
+  // Under one huge page: ordinary 64-byte-aligned memory (a huge page would be mostly empty).
+  const size_t align = bytes >= kHugePage ? kHugePage : 64;
+  const size_t rounded = (std::max<size_t>(bytes, 1) + align - 1) / align * align;
+  void* p = std::aligned_alloc(align, rounded);
+  if (p == nullptr) throw std::bad_alloc();
+  // Advice only: without THP (or with it off) the block is ordinary pages, nothing else changes.
+  if (align == kHugePage) ::madvise(p, rounded, MADV_HUGEPAGE);
+  return std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [](uint8_t* q) { std::free(q); });
+}
+
+std::shared_ptr<PackedWeights> pack_weights_into(DType t, const void* src, int64_t rows, int64_t cols,
+                                                 std::shared_ptr<uint8_t> storage, size_t offset) {
+  const PackedLayout& l = packed_layout(t);
+  KVS_ASSERT(rows > 0 && cols > 0 && cols % QK8_0 == 0 && storage && offset % 64 == 0);
   auto p = std::make_shared<PackedWeights>();
   p->type = t;
   p->rows = rows;
@@ -72,7 +94,8 @@ std::shared_ptr<PackedWeights> pack_weights(DType t, const void* src, int64_t ro
   p->nb = cols / QK8_0;
   p->ngroups = (rows + kPackRows - 1) / kPackRows;
   p->group_stride = static_cast<size_t>((p->nb + 1) / 2) * l.pair_bytes;
-  p->data.resize(p->bytes());
+  p->data = storage.get() + offset;
+  p->storage = std::move(storage);
   const auto* s = static_cast<const uint8_t*>(src);
   const int64_t nth = p->bytes() < (size_t{8} << 20)
                           ? 1
@@ -84,6 +107,10 @@ std::shared_ptr<PackedWeights> pack_weights(DType t, const void* src, int64_t ro
   pack_groups(l, *p, s, 0, p->ngroups / nth);
   for (auto& w : workers) w.join();
   return p;
+}
+
+std::shared_ptr<PackedWeights> pack_weights(DType t, const void* src, int64_t rows, int64_t cols) {
+  return pack_weights_into(t, src, rows, cols, alloc_packed_storage(packed_bytes(t, rows, cols)), 0);
 }
 
 void unpack_row(const PackedWeights& p, int64_t r, void* gguf_blocks) {

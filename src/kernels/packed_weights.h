@@ -24,7 +24,6 @@
 #include <cstdint>
 #include <memory>
 
-#include "core/aligned_buffer.h"
 #include "core/dtype.h"
 #include "kernels/quant.h"
 
@@ -36,10 +35,20 @@ struct PackedWeights {
   DType type = DType::Q4_0;      // the GGUF type packed (Q4_0 or Q8_0)
   int64_t rows = 0, cols = 0, nb = 0, ngroups = 0;
   size_t group_stride = 0;       // bytes per 16-row group: npairs * the type's pair bytes
-  AlignedBuffer<uint8_t> data;   // [ngroups][npairs][pair bytes]
-  const uint8_t* group(int64_t g) const { return data.data() + static_cast<size_t>(g) * group_stride; }
+  uint8_t* data = nullptr;       // [ngroups][npairs][pair bytes], 64-byte aligned, inside storage
+  std::shared_ptr<uint8_t> storage;  // owns data: the tensor's own block or a model's shared one
+  const uint8_t* group(int64_t g) const { return data + static_cast<size_t>(g) * group_stride; }
   size_t bytes() const { return static_cast<size_t>(ngroups) * group_stride; }
 };
+
+// Bytes a packed copy of rows x cols weights of type t takes (a multiple of 64).
+size_t packed_bytes(DType t, int64_t rows, int64_t cols);
+// A block of `bytes` for packed weights; from 2 MiB on, 2 MiB-aligned and advised as transparent
+// huge pages (MADV_HUGEPAGE) before anything touches it: the decode tile streams every matrix once a step,
+// and on 4 KiB pages it crosses a page (a TLB miss, and the L2 streamer stops) every 64 lines.
+// The model's matrices share one such block (model/repack.cpp), so that the small per-layer ones
+// sit on huge pages too (BENCHMARKS.md, issue 25, "Packed weights on huge pages").
+std::shared_ptr<uint8_t> alloc_packed_storage(size_t bytes);
 
 // True when the active kernel table has the packed tile of `t` and KVS_NO_REPACK is unset or "0"
 // (the model loader then repacks its matrices of that type; KVS_NO_REPACK=1 is for A/B
@@ -67,6 +76,10 @@ const PackedLayout& packed_layout(DType t);
 // Tensors of 8 MiB and more are packed on a few threads (load time: reading the file pages and
 // faulting in the copy).
 std::shared_ptr<PackedWeights> pack_weights(DType t, const void* src, int64_t rows, int64_t cols);
+// The same into storage at byte offset `offset` (a multiple of 64, packed_bytes(t, rows, cols)
+// bytes free there); the result shares the storage's ownership.
+std::shared_ptr<PackedWeights> pack_weights_into(DType t, const void* src, int64_t rows, int64_t cols,
+                                                 std::shared_ptr<uint8_t> storage, size_t offset);
 // Row r of p back in its GGUF blocks ([cols / 32]); pack then unpack is the identity (for tests).
 void unpack_row(const PackedWeights& p, int64_t r, void* gguf_blocks);
 

@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <memory>
+#include <vector>
 
 #include "kernels/packed_weights.h"
 #include "model/gguf/gguf.h"
@@ -24,25 +26,42 @@ void release_mapped(const Model& m, const void* p, size_t n) {
   if (hi > lo) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
 }
 
-void repack(Model& m, const TensorView& t) {
-  // (A row length off the block size is left to matmul's error message.)
-  if (!kernels::packing_active(t.type) || !t.valid() || t.cols() % kernels::QK8_0 != 0) return;
-  for (const Model::Packed& p : m.packed)
-    if (p.key == t.data) return;  // tied output = token embedding, packed once
-  auto packed = kernels::pack_weights(t.type, t.data, t.rows(), t.cols());
-  m.packed.push_back({t.data, packed->bytes()});
-  kernels::register_packed(t.data, std::move(packed));
-  release_mapped(m, t.data, t.nbytes);
+// Whether t is packed: the active kernels have its type's tile, and its rows are whole blocks
+// (a row length off the block size is left to matmul's error message).
+bool packable(const TensorView& t) {
+  return t.valid() && kernels::packing_active(t.type) && t.cols() % kernels::QK8_0 == 0;
 }
 
 }  // namespace
 
 void repack_weights(Model& m) {
+  // The matrices in the order a decode step reads them, each once (the output projection also
+  // when tied to the token embedding: the embedding reads a few rows of the original bytes per
+  // token, the output matmul every row; it is then the same tensor, packed once).
+  std::vector<const TensorView*> todo;
+  auto add = [&](const TensorView& t) {
+    if (!packable(t)) return;
+    for (const TensorView* u : todo)
+      if (u->data == t.data) return;
+    todo.push_back(&t);
+  };
   for (const LayerWeights& l : m.layers)
-    for (const TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) repack(m, *t);
-  // The output projection also when tied to the token embedding: the embedding reads a few rows
-  // of the original bytes per token, the output matmul every row.
-  repack(m, m.output);
+    for (const TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) add(*t);
+  add(m.output);
+  if (todo.empty()) return;
+  // One block for all of them (kernels::alloc_packed_storage: huge pages, which the per-layer
+  // matrices, each under 2 MiB, would not get alone), in that order.
+  size_t total = 0;
+  for (const TensorView* t : todo) total += kernels::packed_bytes(t->type, t->rows(), t->cols());
+  const std::shared_ptr<uint8_t> storage = kernels::alloc_packed_storage(total);
+  size_t off = 0;
+  for (const TensorView* t : todo) {
+    auto packed = kernels::pack_weights_into(t->type, t->data, t->rows(), t->cols(), storage, off);
+    off += packed->bytes();
+    m.packed.push_back({t->data, packed->bytes()});
+    kernels::register_packed(t->data, std::move(packed));
+    release_mapped(m, t->data, t->nbytes);
+  }
 }
 
 }  // namespace kvs::detail

@@ -139,6 +139,39 @@ TEST(PackedWeights, LargeTensorRoundTrip) {
   }
 }
 
+// Several tensors packed into one storage block at consecutive offsets (as model/repack.cpp does):
+// each one's bytes are those of packing it alone, the block is 2 MiB-aligned from 2 MiB on, and
+// packed_bytes tells the size before packing.
+TEST(PackedWeights, SharedStorageHoldsEachTensorAsPackedAlone) {
+  for (DType t : kTypes) {
+    const int64_t shapes[][2] = {{37, 160}, {16, 800}, {2001, 2048}, {7, 32}};
+    size_t total = 0;
+    for (const auto& sh : shapes) total += packed_bytes(t, sh[0], sh[1]);
+    ASSERT_GE(total, size_t{2} << 20);
+    const auto storage = alloc_packed_storage(total);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(storage.get()) % (size_t{2} << 20), 0u);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(alloc_packed_storage(1000).get()) % 64, 0u);
+    size_t off = 0;
+    std::vector<std::shared_ptr<PackedWeights>> held;
+    for (const auto& sh : shapes) {
+      const auto w = random_rows(t, sh[0], sh[1], 5);
+      const auto alone = pack_weights(t, w.data(), sh[0], sh[1]);
+      auto p = pack_weights_into(t, w.data(), sh[0], sh[1], storage, off);
+      EXPECT_EQ(p->bytes(), packed_bytes(t, sh[0], sh[1]));
+      EXPECT_EQ(p->data, storage.get() + off);
+      ASSERT_EQ(std::memcmp(p->data, alone->data, alone->bytes()), 0) << dtype_name(t) << " " << sh[0] << "x" << sh[1];
+      off += p->bytes();
+      held.push_back(std::move(p));
+    }
+    // Each packed tensor keeps the block alive.
+    EXPECT_EQ(storage.use_count(), 1 + static_cast<long>(held.size()));
+    // Packing a later tensor left the earlier ones' bytes as they were.
+    const auto w0 = random_rows(t, 37, 160, 5);
+    const size_t rb = dtype_row_bytes(t, 160);
+    for (int64_t r = 0; r < 37; ++r) ASSERT_EQ(std::memcmp(unpacked(*held[0], r).data(), w0.data() + r * rb, rb), 0);
+  }
+}
+
 TEST(PackedWeights, ScalarTileMatchesTypeReference) {
   for (DType t : kTypes)
     for (int64_t rows : kRows)

@@ -277,7 +277,25 @@ TEST(ModelRoundTrip, RepackedWeightsGiveThePlainTilesLogits) {
     }
     const test::ScopedEnv repack("KVS_NO_REPACK", nullptr);
     auto m = Model::load(file);
-    if (kernels::packing_active(t)) { EXPECT_FALSE(m->packed.empty()); }
+    if (kernels::packing_active(t)) {
+      EXPECT_FALSE(m->packed.empty());
+      // One storage block for every matrix, in the order a step reads them (model/repack.cpp):
+      // each layer's Q, K, V, O, gate, up, down, then the output projection, back to back.
+      std::vector<const TensorView*> order;
+      for (const LayerWeights& l : m->layers)
+        for (const TensorView* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) order.push_back(w);
+      order.push_back(&m->output);
+      std::shared_ptr<const kernels::PackedWeights> prev;
+      for (const TensorView* w : order) {
+        auto pw = kernels::find_packed(w->data, w->rows(), w->cols());
+        ASSERT_TRUE(pw);
+        if (prev) {
+          EXPECT_EQ(pw->storage.get(), prev->storage.get());
+          EXPECT_EQ(pw->data, prev->data + prev->bytes());
+        }
+        prev = pw;
+      }
+    }
     float scale = 0;
     for (float x : plain) scale = std::max(scale, std::fabs(x));
     expect_close(plain, run(*m, 20), 1e-4f * scale);        // prefill tiles
