@@ -250,8 +250,8 @@ BENCHMARK(BM_Matmul)->Name("Kernels/Packed")->Apply(packed_args<1>);
 BENCHMARK(BM_Matmul)->Name("Kernels/Packed")->Apply(packed_args<2>)->UseRealTime();
 
 // A 16-sequence decode step's weight stream, by itself: the SmolLM2-135M shape's per-layer matrices
-// (W_o 576x576, ffn_gate / ffn_up 1536x576, ffn_down 576x1536) x 30 layers, Q8_0, repacked, each a
-// buffer of its own (93 MB: from DRAM), run back to back for 16 tokens as the forward runs them;
+// (W_o 576x576, ffn_gate / ffn_up 1536x576, ffn_down 576x1536) x 30 layers, Q8_0, repacked into one
+// block as the model's are (93 MB: from DRAM), run back to back for 16 tokens as the forward runs them;
 // against three 49152x576 matrices (the LM head's shape, 90 MB) that stream long. The gap is what
 // the many short matrices cost the packed tile (BENCHMARKS.md, issue 25). args: threads, shape
 // (0: the layers, 1: the LM-head-shaped matrices).
@@ -270,7 +270,6 @@ void BM_LayerStack(benchmark::State& st) {
     std::memcpy(m->bytes.data(), src.bytes.data(), src.view.nbytes);
     m->view = src.view;
     m->view.data = m->bytes.data();
-    register_packed(m->view.data, pack_weights(DType::Q8_0, m->view.data, rows, cols));
     ms.push_back(std::move(m));
   };
   if (long_rows) {
@@ -282,6 +281,16 @@ void BM_LayerStack(benchmark::State& st) {
       add(1536, 576);
       add(576, 1536);
     }
+  }
+  // Packed into one block in this order, as model/repack.cpp packs a model's matrices (huge pages).
+  size_t packed_total = 0;
+  for (const auto& m : ms) packed_total += packed_bytes(DType::Q8_0, m->view.rows(), m->view.cols());
+  const auto storage = alloc_packed_storage(packed_total);
+  size_t off = 0;
+  for (const auto& m : ms) {
+    auto p = pack_weights_into(DType::Q8_0, m->view.data, m->view.rows(), m->view.cols(), storage, off);
+    off += p->bytes();
+    register_packed(m->view.data, std::move(p));
   }
   constexpr int kTokens = 16;
   const auto x = randn(kTokens * 1536, 2);  // [16][up to 1536]
