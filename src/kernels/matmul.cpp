@@ -220,8 +220,8 @@ void matmul_packed(const KernelTable& k, const MatmulConfig& cfg, std::span<cons
       for (int64_t t0 = 0; t0 < n_tok; t0 += tb) {
         const int nt = static_cast<int>(std::min(tb, n_tok - t0));
         // (With several token blocks only the last one's pass moves on to the next chunk.)
-        tile(P.group(gb), P.group_stride, static_cast<int>(cur.end - gb), P.rows - r0, act + t0 * act_stride, act_stride,
-             nt, cols, job.y + t0 * job.ldy + r0, job.ldy, t0 + tb >= n_tok ? next : P.group(gb));
+        tile(P.group(gb), P.group_stride, static_cast<int>(cur.end - gb), P.rows - r0, act + t0 * act_stride,
+             act_stride, nt, cols, job.y + t0 * job.ldy + r0, job.ldy, t0 + tb >= n_tok ? next : P.group(gb));
       }
     }
   });

@@ -44,10 +44,11 @@ struct PackedWeights {
 // Bytes a packed copy of rows x cols weights of type t takes (a multiple of 64).
 size_t packed_bytes(DType t, int64_t rows, int64_t cols);
 // A block of `bytes` for packed weights; from 2 MiB on, 2 MiB-aligned and advised as transparent
-// huge pages (MADV_HUGEPAGE) before anything touches it: the decode tile streams every matrix once a step,
-// and on 4 KiB pages it crosses a page (a TLB miss, and the L2 streamer stops) every 64 lines.
-// The model's matrices share one such block (model/repack.cpp), so that the small per-layer ones
-// sit on huge pages too (BENCHMARKS.md, issue 25, "Packed weights on huge pages").
+// huge pages (MADV_HUGEPAGE) before anything touches it: the decode tile streams every matrix once
+// a step, and on 4 KiB pages it crosses a page (a TLB miss, and the L2 streamer stops) every 64
+// lines. The model's matrices share one such block (model/repack.cpp), so that the small
+// per-layer ones sit on huge pages too (BENCHMARKS.md, issue 25, "Guided chunks; packed weights
+// on huge pages").
 std::shared_ptr<uint8_t> alloc_packed_storage(size_t bytes);
 
 // True when the active kernel table has the packed tile of `t` and KVS_NO_REPACK is unset or "0"

@@ -283,7 +283,7 @@ TEST(ModelRoundTrip, RepackedWeightsGiveThePlainTilesLogits) {
       // each layer's Q, K, V, O, gate, up, down, then the output projection, back to back.
       std::vector<const TensorView*> order;
       for (const LayerWeights& l : m->layers)
-        for (const TensorView* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) order.push_back(w);
+        order.insert(order.end(), {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down});
       order.push_back(&m->output);
       std::shared_ptr<const kernels::PackedWeights> prev;
       for (const TensorView* w : order) {
