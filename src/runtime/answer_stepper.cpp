@@ -19,7 +19,19 @@ AnswerStepper::AnswerStepper(Engine& engine, Sequence seq, CompressionSpec spec,
       sampler_(opt_.sampler) {
   if (question_.empty()) fail("empty question");
   if (!seq_.cache) seq_.cache = engine_.new_cache();
+  // Statistics that nothing will read are not collected: the statistics observer ran serially on
+  // the step's calling thread for every sequence and layer (~4% of a 16-sequence decode step in
+  // the server; BENCHMARKS.md, issue 25, "Guided chunks; packed weights on huge pages").
+  if (!compresses_while_answering(spec_)) seq_.stats.reset();
   peak_ = seq_.cache->bytes_held();
+}
+
+bool AnswerStepper::compresses_while_answering(const CompressionSpec& spec) {
+  if (spec.press.is_full()) return false;
+  // As next_item / after_step decide: memory: compresses before a step that would pass the cap,
+  // every:N evicts unless the request keeps everything.
+  return spec.trigger.kind == Trigger::Kind::MemoryCap ||
+         (spec.trigger.kind == Trigger::Kind::EveryN && !spec.request.keeps_everything());
 }
 
 void AnswerStepper::compress_for_cap(int n_next) {

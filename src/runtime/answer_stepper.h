@@ -45,6 +45,11 @@ class AnswerStepper : public Stepper {
   const std::string& text() const { return text_; }
   FinishReason finish_reason() const { return finish_; }
   const Sequence& sequence() const { return seq_; }
+  // Whether an answer under `spec` can compress while it runs (a decode trigger: every:N or
+  // memory:, and a press that is not `full`). Only then does it keep the sequence's statistics
+  // (which only its own compressions read) and collect them for its rows; otherwise it drops them
+  // at construction, and a caller forking a context for it can fork without them.
+  static bool compresses_while_answering(const CompressionSpec& spec);
   int32_t n_question() const { return static_cast<int32_t>(question_.size()); }
   size_t kv_bytes_peak() const { return peak_; }
   int32_t decode_budget() const { return budget_; }

@@ -9,10 +9,10 @@
 
 namespace kvs {
 
-Sequence Sequence::fork() const {
+Sequence Sequence::fork(bool with_stats) const {
   Sequence s;
   s.cache = cache->fork();
-  s.stats = stats ? stats->clone() : nullptr;
+  s.stats = stats && with_stats ? stats->clone() : nullptr;
   s.state = state;
   return s;
 }

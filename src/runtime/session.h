@@ -20,12 +20,13 @@
 namespace kvs {
 
 // One sequence's compressible state: its cache, the statistics its press collects and the press's
-// per-sequence state. fork() shares the cache copy-on-write and copies the rest.
+// per-sequence state. fork() shares the cache copy-on-write and copies the rest (the statistics
+// only when with_stats: a fork that will not compress has no use for them).
 struct Sequence {
   std::unique_ptr<KvCache> cache;
   std::unique_ptr<StatsCollector> stats;  // null when the press needs none
   PressState state;
-  Sequence fork() const;
+  Sequence fork(bool with_stats = true) const;
 };
 
 // Mean tokens held per (layer, KV head), rounded: the per-head budget that keeps a sequence's

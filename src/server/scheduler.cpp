@@ -351,7 +351,8 @@ void Scheduler::admit() {
       if (in.kind == JobInput::Kind::CreateContext) {
         a->builder = std::make_unique<ContextBuilder>(engine_, in.compression.spec, in.tokens);
       } else if (ctx) {
-        a->answer = std::make_unique<AnswerStepper>(engine_, ctx->built->seq.fork(), ctx->built->spec, in.tokens,
+        const bool stats = AnswerStepper::compresses_while_answering(ctx->built->spec);
+        a->answer = std::make_unique<AnswerStepper>(engine_, ctx->built->seq.fork(stats), ctx->built->spec, in.tokens,
                                                     in.answer, ctx->built);
       } else if (!in.compression.spec.press.is_full() && in.tokens.size() >= 2) {
         std::vector<int32_t> head(in.tokens.begin(), in.tokens.end() - 1);

@@ -97,6 +97,13 @@ void check_case(Engine& e, const Case& c) {
     EXPECT_EQ(answers[i]->text(), alone[i].text) << "sequence " << i;
     EXPECT_EQ(answers[i]->decode_budget(), alone[i].decode_budget) << "sequence " << i;
     EXPECT_EQ(answers[i]->sequence().cache->max_len(), alone[i].max_head_len_end) << "sequence " << i;
+    // An answer that cannot compress drops the statistics it was forked with (nothing reads them,
+    // and collecting them cost every step); one that can keeps them. The tokens above are the
+    // same either way.
+    if (AnswerStepper::compresses_while_answering(spec))
+      EXPECT_EQ(answers[i]->sequence().stats != nullptr, built[i]->seq.stats != nullptr) << "sequence " << i;
+    else
+      EXPECT_EQ(answers[i]->sequence().stats, nullptr) << "sequence " << i;
   }
 }
 
@@ -109,6 +116,13 @@ TEST_F(BatchDecode, SameTokensAsEachSequenceAlone) {
   for (const Case& c : {Case{"full", 1.0}, Case{"snapkv", 0.5}, Case{"knorm", 0.5}, Case{"h2o", 0.5},
                         Case{"streaming_llm", 0.5}})
     check_case(e, c);
+  // Which of them compress while answering (and so keep their statistics): h2o's every-step
+  // eviction, not the presses that compress once after prefill, not `full`.
+  EXPECT_TRUE(AnswerStepper::compresses_while_answering(spec_for("h2o", 0.5)));
+  EXPECT_FALSE(AnswerStepper::compresses_while_answering(spec_for("snapkv", 0.5)));
+  EXPECT_FALSE(AnswerStepper::compresses_while_answering(spec_for("knorm", 0.5)));
+  EXPECT_FALSE(AnswerStepper::compresses_while_answering(spec_for("full", 1.0)));
+  EXPECT_TRUE(spec_for("h2o", 0.5).press.needs().stats.any());  // so the kept statistics are checked
   EXPECT_EQ(e.page_pool().pages_in_use(), 0u);  // every sequence gave its pages back
 }
 
