@@ -28,8 +28,9 @@ AnswerStepper::AnswerStepper(Engine& engine, Sequence seq, CompressionSpec spec,
 
 bool AnswerStepper::compresses_while_answering(const CompressionSpec& spec) {
   if (spec.press.is_full()) return false;
-  // As next_item / after_step decide: memory: compresses before a step that would pass the cap,
-  // every:N evicts unless the request keeps everything.
+  // The conditions of compress_for_cap (memory: compresses before a step that would pass the cap)
+  // and of after_step's evict_ (every:N evicts unless the request keeps everything): keep the three
+  // in step, or an answer would compress with statistics it dropped.
   return spec.trigger.kind == Trigger::Kind::MemoryCap ||
          (spec.trigger.kind == Trigger::Kind::EveryN && !spec.request.keeps_everything());
 }
