@@ -26,17 +26,24 @@ AnswerStepper::AnswerStepper(Engine& engine, Sequence seq, CompressionSpec spec,
   peak_ = seq_.cache->bytes_held();
 }
 
+namespace {
+// The two ways an answer compresses while it runs, decided once from its spec: a memory: trigger
+// compresses before a step that would pass the cap (compress_for_cap); every:N evicts after every
+// N-th decode step unless the request keeps everything (after_step's evict_).
+bool compresses_for_cap(const CompressionSpec& spec) {
+  return spec.trigger.kind == Trigger::Kind::MemoryCap && !spec.press.is_full();
+}
+bool evicts_every_n(const CompressionSpec& spec) {
+  return spec.trigger.kind == Trigger::Kind::EveryN && !spec.press.is_full() && !spec.request.keeps_everything();
+}
+}  // namespace
+
 bool AnswerStepper::compresses_while_answering(const CompressionSpec& spec) {
-  if (spec.press.is_full()) return false;
-  // The conditions of compress_for_cap (memory: compresses before a step that would pass the cap)
-  // and of after_step's evict_ (every:N evicts unless the request keeps everything): keep the three
-  // in step, or an answer would compress with statistics it dropped.
-  return spec.trigger.kind == Trigger::Kind::MemoryCap ||
-         (spec.trigger.kind == Trigger::Kind::EveryN && !spec.request.keeps_everything());
+  return compresses_for_cap(spec) || evicts_every_n(spec);
 }
 
 void AnswerStepper::compress_for_cap(int n_next) {
-  if (spec_.trigger.kind != Trigger::Kind::MemoryCap || spec_.press.is_full()) return;
+  if (!compresses_for_cap(spec_)) return;
   const KvCache& c = *seq_.cache;
   const size_t need = c.bytes_held() + c.pages_needed_for_append(n_next) * c.layout().page_bytes();
   if (need <= spec_.trigger.cap_bytes) return;
@@ -76,8 +83,7 @@ void AnswerStepper::after_step(std::span<const float> logits) {
     pending_ = 0;
     if (fed_ < static_cast<int64_t>(question_.size())) return;
     // The question is in: decode-time eviction keeps every head at what the sequence holds now.
-    evict_ = spec_.trigger.kind == Trigger::Kind::EveryN && !spec_.press.is_full() &&
-             !spec_.request.keeps_everything();
+    evict_ = evicts_every_n(spec_);
     budget_ = evict_ ? mean_head_len(c) : 0;
     phase_ = Phase::Decode;
     sample(logits);
