@@ -283,15 +283,11 @@ void BM_LayerStack(benchmark::State& st) {
     }
   }
   // Packed into one block in this order, as model/repack.cpp packs a model's matrices (huge pages).
-  size_t packed_total = 0;
-  for (const auto& m : ms) packed_total += packed_bytes(DType::Q8_0, m->view.rows(), m->view.cols());
-  const auto storage = alloc_packed_storage(packed_total);
-  size_t off = 0;
-  for (const auto& m : ms) {
-    auto p = pack_weights_into(DType::Q8_0, m->view.data, m->view.rows(), m->view.cols(), storage, off);
-    off += p->bytes();
-    register_packed(m->view.data, std::move(p));
-  }
+  std::vector<PackSource> sources;
+  for (const auto& m : ms) sources.push_back({DType::Q8_0, m->view.data, m->view.rows(), m->view.cols()});
+  pack_weights_in_one_block(sources, [&](size_t i, std::shared_ptr<PackedWeights> p) {
+    register_packed(ms[i]->view.data, std::move(p));
+  });
   constexpr int kTokens = 16;
   const auto x = randn(kTokens * 1536, 2);  // [16][up to 1536]
   std::vector<float> y(kTokens * 49152);    // [16][up to 49152]

@@ -113,6 +113,21 @@ std::shared_ptr<PackedWeights> pack_weights(DType t, const void* src, int64_t ro
   return pack_weights_into(t, src, rows, cols, alloc_packed_storage(packed_bytes(t, rows, cols)), 0);
 }
 
+void pack_weights_in_one_block(std::span<const PackSource> sources,
+                               const std::function<void(size_t, std::shared_ptr<PackedWeights>)>& done) {
+  if (sources.empty()) return;
+  size_t total = 0;
+  for (const PackSource& s : sources) total += packed_bytes(s.type, s.rows, s.cols);
+  const std::shared_ptr<uint8_t> storage = alloc_packed_storage(total);
+  size_t off = 0;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const PackSource& s = sources[i];
+    auto p = pack_weights_into(s.type, s.src, s.rows, s.cols, storage, off);
+    off += p->bytes();
+    done(i, std::move(p));
+  }
+}
+
 void unpack_row(const PackedWeights& p, int64_t r, void* gguf_blocks) {
   const PackedLayout& l = packed_layout(p.type);
   KVS_ASSERT(r >= 0 && r < p.rows);

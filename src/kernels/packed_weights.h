@@ -22,7 +22,9 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <span>
 
 #include "core/dtype.h"
 #include "kernels/quant.h"
@@ -81,6 +83,17 @@ std::shared_ptr<PackedWeights> pack_weights(DType t, const void* src, int64_t ro
 // bytes free there); the result shares the storage's ownership.
 std::shared_ptr<PackedWeights> pack_weights_into(DType t, const void* src, int64_t rows, int64_t cols,
                                                  std::shared_ptr<uint8_t> storage, size_t offset);
+// One matrix for pack_weights_in_one_block: its GGUF bytes and shape.
+struct PackSource {
+  DType type;
+  const void* src;
+  int64_t rows, cols;
+};
+// Packs every source into one alloc_packed_storage block, back to back in the given order (as a
+// model's matrices are packed: model/repack.cpp), handing each result to done(i, packed) as soon
+// as it is packed (so that the caller can release source i before the next one is packed).
+void pack_weights_in_one_block(std::span<const PackSource> sources,
+                               const std::function<void(size_t, std::shared_ptr<PackedWeights>)>& done);
 // Row r of p back in its GGUF blocks ([cols / 32]); pack then unpack is the identity (for tests).
 void unpack_row(const PackedWeights& p, int64_t r, void* gguf_blocks);
 

@@ -48,20 +48,17 @@ void repack_weights(Model& m) {
   for (const LayerWeights& l : m.layers)
     for (const TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) add(*t);
   add(m.output);
-  if (todo.empty()) return;
   // One block for all of them (kernels::alloc_packed_storage: huge pages, which the per-layer
-  // matrices, each under 2 MiB, would not get alone), in that order.
-  size_t total = 0;
-  for (const TensorView* t : todo) total += kernels::packed_bytes(t->type, t->rows(), t->cols());
-  const std::shared_ptr<uint8_t> storage = kernels::alloc_packed_storage(total);
-  size_t off = 0;
-  for (const TensorView* t : todo) {
-    auto packed = kernels::pack_weights_into(t->type, t->data, t->rows(), t->cols(), storage, off);
-    off += packed->bytes();
-    m.packed.push_back({t->data, packed->bytes()});
-    kernels::register_packed(t->data, std::move(packed));
-    release_mapped(m, t->data, t->nbytes);
-  }
+  // matrices, each under 2 MiB, would not get alone), in that order; each one's mapped file pages
+  // released as soon as it is packed.
+  std::vector<kernels::PackSource> sources;
+  for (const TensorView* t : todo) sources.push_back({t->type, t->data, t->rows(), t->cols()});
+  kernels::pack_weights_in_one_block(sources, [&](size_t i, std::shared_ptr<kernels::PackedWeights> packed) {
+    const TensorView& t = *todo[i];
+    m.packed.push_back({t.data, packed->bytes()});
+    kernels::register_packed(t.data, std::move(packed));
+    release_mapped(m, t.data, t.nbytes);
+  });
 }
 
 }  // namespace kvs::detail
