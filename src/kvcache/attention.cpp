@@ -247,6 +247,15 @@ void attention_decode(std::span<const AttnJob> jobs, int layer, const AttnShape&
       const DType kt = c.layout().dtype;
       const int n_tok = jb.n_tok, nq = n_tok * G;
       const HeadCache& h = c.head(layer, tk.kvh);
+      // The job's new rows in this task's key range, written before anything reads them: the new
+      // slots are the head's last n_tok (every query sees them, so some task's range holds each).
+      if (jb.writes) {
+        const int32_t first_new = h.len() - n_tok;
+        for (int32_t sl = std::max(tk.b, first_new); sl < tk.e; ++sl) {
+          const size_t o = (static_cast<size_t>(sl - first_new) * Hkv + tk.kvh) * D;
+          jb.writes->write_slot(layer, tk.kvh, sl, jb.k_new + o, jb.v_new + o);
+        }
+      }
       float* acc = scr.partial.data() + tk.off;       // [nq][D]
       float* ml = acc + static_cast<size_t>(nq) * D;  // [nq][2]
       for (int t = 0; t < n_tok; ++t)
@@ -587,11 +596,21 @@ void attention_batch(std::span<const AttnJob> jobs, int layer, const AttnShape& 
   std::vector<AttnJob> decode;
   for (const AttnJob& j : jobs) {
     KVS_ASSERT(j.cache && s.n_head_kv == j.cache->layout().n_head_kv && s.head_dim == j.cache->layout().head_dim);
+    KVS_ASSERT(!j.writes || (j.writes == j.cache && j.k_new && j.v_new));
     if (j.n_tok <= 0) continue;
-    if (j.n_tok < kAttnPrefillMinTokens)
+    if (j.n_tok < kAttnPrefillMinTokens) {
       decode.push_back(j);
-    else
-      attention_prefill(*j.cache, layer, s, j.q, j.qpos, j.n_tok, j.out, j.lse, pool, scratch);
+      continue;
+    }
+    if (j.writes)  // the prefill path reads every slot: its new rows first, here
+      for (int kvh = 0; kvh < s.n_head_kv; ++kvh) {
+        const int32_t first_new = j.cache->len(layer, kvh) - j.n_tok;
+        for (int t = 0; t < j.n_tok; ++t) {
+          const size_t o = (static_cast<size_t>(t) * s.n_head_kv + kvh) * s.head_dim;
+          j.writes->write_slot(layer, kvh, first_new + t, j.k_new + o, j.v_new + o);
+        }
+      }
+    attention_prefill(*j.cache, layer, s, j.q, j.qpos, j.n_tok, j.out, j.lse, pool, scratch);
   }
   if (!decode.empty()) attention_decode(decode, layer, s, pool, scratch);
 }

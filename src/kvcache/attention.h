@@ -79,6 +79,14 @@ struct AttnJob {
   int n_tok = 0;
   float* out = nullptr;
   float* lse = nullptr;
+  // Rows to write before reading them: non-null when the last n_tok slots of every KV head of the
+  // layer were reserved by KvCache::append_slots (this cache) and their rows are k_new / v_new
+  // [n_tok][n_head_kv][head_dim] floats. attention_batch writes them (KvCache::write_slot): a
+  // decode task writes the new slots in its own key range before its Q.K, so a batched step's
+  // appends run in the attention's parallel section instead of one after another before it.
+  KvCache* writes = nullptr;
+  const float* k_new = nullptr;
+  const float* v_new = nullptr;
 };
 
 // attention() of several sequences on one layer (batched decoding), each job over its own cache:

@@ -102,9 +102,22 @@ bool KvCache::make_page_exclusive(HeadCache& h, size_t pi) {
 }
 
 bool KvCache::append(int layer, int n_tok, const float* k, const float* v, const int32_t* pos) {
+  if (!append_slots(layer, n_tok, pos)) return false;
+  const int H = layout_.n_head_kv, D = layout_.head_dim;
+  for (int kvh = 0; kvh < H; ++kvh) {
+    const int32_t first = len(layer, kvh) - n_tok;
+    for (int t = 0; t < n_tok; ++t) {
+      const size_t off = (static_cast<size_t>(t) * H + kvh) * D;
+      write_slot(layer, kvh, first + t, k + off, v + off);
+    }
+  }
+  return true;
+}
+
+bool KvCache::append_slots(int layer, int n_tok, const int32_t* pos) {
   KVS_ASSERT(layer >= 0 && layer < layout_.n_layer && n_tok >= 0);
   if (n_tok == 0) return true;
-  const int P = layout_.page_tokens, D = layout_.head_dim, H = layout_.n_head_kv;
+  const int P = layout_.page_tokens, H = layout_.n_head_kv;
   // Plan: count pages this layer needs.
   size_t need = 0;
   for (int kvh = 0; kvh < H; ++kvh) {
@@ -115,43 +128,30 @@ bool KvCache::append(int layer, int n_tok, const float* k, const float* v, const
     KVS_ASSERT(len == 0 || pos[0] > h.pos.back());
   }
   if (!pool_->can_alloc(need)) return false;
-  // Apply.
+  // Apply: the pages (a shared last page copied first, so that the new rows' page is this
+  // cache's own) and the positions; the rows are write_slot's.
   for (int kvh = 0; kvh < H; ++kvh) {
     HeadCache& h = heads_[idx(layer, kvh)];
     if (h.len() % P != 0 && !make_page_exclusive(h, h.pages.size() - 1)) return false;
     for (int t = 0; t < n_tok; ++t) {
-      const int32_t slot = h.len();
-      if (slot % P == 0) {
+      if (h.len() % P == 0) {
         const int32_t id = pool_->alloc();
         if (id < 0) return false;  // cannot happen after can_alloc, unless the OS refuses memory
         h.pages.push_back(id);
       }
       h.pos.push_back(pos[t]);
       if (!h.mass.empty()) h.mass.push_back(1.0f);
-      const size_t off = (static_cast<size_t>(t) * H + kvh) * D;
-      write_row(slot_ptr(h, slot, false), k + off);
-      write_row(slot_ptr(h, slot, true), v + off);
     }
   }
   n_past_ = std::max(n_past_, pos[n_tok - 1] + 1);
   return true;
 }
 
-void KvCache::prefetch_append(int layer) const {
-  const int P = layout_.page_tokens;
-  const size_t rb = layout_.row_bytes();
-  for (int kvh = 0; kvh < layout_.n_head_kv; ++kvh) {
-    const HeadCache& h = heads_[idx(layer, kvh)];
-    const int32_t slot = h.len();
-    if (slot % P == 0 || pool_->refcount(h.pages.back()) > 1) continue;
-    const uint8_t* k = slot_ptr(h, slot, false);
-    const uint8_t* v = slot_ptr(h, slot, true);
-    // Every line of both rows (rows are not line-aligned: first and last byte's lines included).
-    for (size_t off = 0; off < rb + 63; off += 64) {
-      __builtin_prefetch(k + std::min(off, rb - 1), 1, 3);
-      __builtin_prefetch(v + std::min(off, rb - 1), 1, 3);
-    }
-  }
+void KvCache::write_slot(int layer, int kvh, int32_t slot, const float* k, const float* v) {
+  HeadCache& h = heads_[idx(layer, kvh)];
+  KVS_ASSERT(slot >= 0 && slot < h.len() && pool_->refcount(h.pages[static_cast<size_t>(slot / layout_.page_tokens)]) == 1);
+  write_row(slot_ptr(h, slot, false), k);
+  write_row(slot_ptr(h, slot, true), v);
 }
 
 HeadCache* KvCache::prepare_load(int layer, int kvh, const int32_t* pos, int32_t n, const float* mass) {

@@ -81,12 +81,16 @@ class KvCache {
   // (post-RoPE keys); pos: [n_tok] increasing and greater than every position already held.
   // Returns false, changing nothing, if the pool cannot supply the pages.
   bool append(int layer, int n_tok, const float* k, const float* v, const int32_t* pos);
-  // Asks the memory system for the rows the next append(layer, 1, ...) writes (a hint, changes
-  // nothing): a decode step appends one token to each of its sequences, every row a cache miss
-  // (write-allocate) that append would otherwise wait for one after another; calling this for
-  // every sequence of a batch first lets those misses overlap. A head whose next slot starts a new
-  // page, or whose last page is shared (copy-on-write), is skipped.
-  void prefetch_append(int layer) const;
+  // append() in two halves, for callers that write the rows elsewhere (a batched decode step
+  // writes them inside its attention section, each by the task that reads that head: see
+  // AttnJob::k_new). append_slots reserves the next n_tok slots of every KV head of `layer` (pages,
+  // a shared last page copied first, positions) without writing their rows; returns false,
+  // changing nothing, if the pool cannot supply the pages. write_slot then writes one slot's K and
+  // V rows (k, v: [head_dim] floats); calls for different (layer, head, slot) may run on different
+  // threads at once, as long as nothing else changes the cache meanwhile. Until every reserved
+  // slot is written its rows hold whatever the page held.
+  bool append_slots(int layer, int n_tok, const int32_t* pos);
+  void write_slot(int layer, int kvh, int32_t slot, const float* k, const float* v);
 
   // Fills an empty head with rows (k, v: [n][head_dim], pos increasing, mass optional); used to
   // load a saved cache. Returns false if the pool cannot supply the pages.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <random>
 
 #include "core/fp16.h"
@@ -53,7 +54,11 @@ Setup make(DType dt, int n_ctx, bool evict, uint64_t seed, int H = 6, int Hkv = 
   return st;
 }
 
-void append_queries(Setup& st, int n_tok, std::vector<float>& q, std::vector<int32_t>& qpos, uint64_t seed) {
+// Appends n_tok random tokens and makes their queries. With k_new / v_new, the tokens' slots are
+// only reserved (KvCache::append_slots) and their rows handed back [n_tok][Hkv][D], for an
+// AttnJob that writes them.
+void append_queries(Setup& st, int n_tok, std::vector<float>& q, std::vector<int32_t>& qpos, uint64_t seed,
+                    std::vector<float>* k_new = nullptr, std::vector<float>* v_new = nullptr) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> nd(0.f, 1.f);
   const int H = st.s.n_head, Hkv = st.s.n_head_kv, D = st.s.head_dim;
@@ -64,6 +69,12 @@ void append_queries(Setup& st, int n_tok, std::vector<float>& q, std::vector<int
   for (auto& x : v) x = nd(rng);
   qpos.resize(static_cast<size_t>(n_tok));
   for (int i = 0; i < n_tok; ++i) qpos[i] = st.cache->n_past() + i;
+  if (k_new) {
+    ASSERT_TRUE(st.cache->append_slots(0, n_tok, qpos.data()));
+    *k_new = k;
+    *v_new = v;
+    return;
+  }
   ASSERT_TRUE(st.cache->append(0, n_tok, k.data(), v.data(), qpos.data()));
 }
 
@@ -212,7 +223,11 @@ namespace {
 // call per job. head_dim 64, 8 query heads on 2 KV heads (GQA 4); the caches differ in length
 // (empty, 1 token, several key ranges), compression (heads of different lengths) and page type
 // (F32 / F16 / Q8_0 beside each other); decode-sized jobs of 1-3 queries and one prefill-sized job.
-void check_batch(int threads, int32_t window) {
+// rows_in_jobs: the new tokens' slots only reserved and their rows written by attention_batch
+// (AttnJob::writes: the decode tasks whose key range holds them, the prefill job before its
+// attention); the outputs and every cache row must then be bit for bit those of the same batch
+// over caches appended beforehand.
+void check_batch(int threads, int32_t window, bool rows_in_jobs = false) {
   struct Seq {
     DType dt;
     int n_ctx, n_tok;
@@ -222,13 +237,20 @@ void check_batch(int threads, int32_t window) {
   const std::vector<Seq> seqs = {{DType::F16, 1500, 1, true}, {DType::F32, 0, 1, false}, {DType::Q8_0, 700, 3, true},
                                  {DType::F16, 1, 2, false},   {DType::F16, 300, 40, true}, {DType::F32, 1100, 1, false},
                                  {DType::F16, 2100, 1, false}};
-  std::vector<Setup> st;
-  std::vector<std::vector<float>> q(seqs.size());
+  std::vector<Setup> st, twin;
+  std::vector<std::vector<float>> q(seqs.size()), k_new(seqs.size()), v_new(seqs.size());
   std::vector<std::vector<int32_t>> qpos(seqs.size());
   for (size_t i = 0; i < seqs.size(); ++i) {
     st.push_back(make(seqs[i].dt, seqs[i].n_ctx, seqs[i].evict, 900 + i, 8, 2, 64));
     st.back().s.n_swa = window;
-    append_queries(st.back(), seqs[i].n_tok, q[i], qpos[i], 31 + i);
+    append_queries(st.back(), seqs[i].n_tok, q[i], qpos[i], 31 + i, rows_in_jobs ? &k_new[i] : nullptr,
+                   rows_in_jobs ? &v_new[i] : nullptr);
+    if (rows_in_jobs) {
+      twin.push_back(make(seqs[i].dt, seqs[i].n_ctx, seqs[i].evict, 900 + i, 8, 2, 64));
+      std::vector<float> tq;
+      std::vector<int32_t> tpos;
+      append_queries(twin.back(), seqs[i].n_tok, tq, tpos, 31 + i);
+    }
   }
   const AttnShape& shape = st[0].s;
   std::vector<std::vector<float>> out(seqs.size()), lse(seqs.size());
@@ -237,10 +259,40 @@ void check_batch(int threads, int32_t window) {
     out[i].assign(q[i].size(), -7.0f);
     lse[i].assign(static_cast<size_t>(seqs[i].n_tok) * shape.n_head, -7.0f);
     jobs.push_back({st[i].cache.get(), q[i].data(), qpos[i].data(), seqs[i].n_tok, out[i].data(), lse[i].data()});
+    if (rows_in_jobs) {
+      jobs.back().writes = st[i].cache.get();
+      jobs.back().k_new = k_new[i].data();
+      jobs.back().v_new = v_new[i].data();
+    }
   }
   ThreadPool pool(threads);
   AttnScratch scr;
   attention_batch(jobs, 0, shape, pool, scr);
+  if (rows_in_jobs) {
+    std::vector<AttnJob> twin_jobs;
+    std::vector<std::vector<float>> twin_out(seqs.size()), twin_lse(seqs.size());
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      twin_out[i].assign(q[i].size(), -7.0f);
+      twin_lse[i].assign(lse[i].size(), -7.0f);
+      twin_jobs.push_back({twin[i].cache.get(), q[i].data(), qpos[i].data(), seqs[i].n_tok, twin_out[i].data(),
+                           twin_lse[i].data()});
+    }
+    AttnScratch twin_scr;
+    attention_batch(twin_jobs, 0, shape, pool, twin_scr);
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      EXPECT_EQ(out[i], twin_out[i]) << "sequence " << i << " threads=" << threads;
+      EXPECT_EQ(lse[i], twin_lse[i]) << "sequence " << i;
+      const KvCache &a = *st[i].cache, &b = *twin[i].cache;
+      for (int h = 0; h < 2; ++h) {
+        ASSERT_EQ(a.head(0, h).pos, b.head(0, h).pos);
+        for (int32_t sl = 0; sl < a.len(0, h); ++sl) {
+          const size_t n = a.layout().row_bytes();
+          ASSERT_EQ(std::memcmp(a.k_row(0, h, sl), b.k_row(0, h, sl), n), 0) << "sequence " << i << " slot " << sl;
+          ASSERT_EQ(std::memcmp(a.v_row(0, h, sl), b.v_row(0, h, sl), n), 0) << "sequence " << i << " slot " << sl;
+        }
+      }
+    }
+  }
   for (size_t i = 0; i < seqs.size(); ++i) {
     // The brute force scores the queries the engine does (Q8_0 decode: int16-rounded), and the
     // engine's int16 P.V weights may add up to pv_i16_bound (queries_as_scored.h).
@@ -262,6 +314,11 @@ void check_batch(int threads, int32_t window) {
 TEST(Attention, BatchOfSequencesMatchesBruteForceAndSingleCalls) {
   for (int threads : {1, 2, 3}) check_batch(threads, 0);
   check_batch(2, 100);  // a sliding-window layer
+}
+
+TEST(Attention, BatchWritesEachJobsNewRowsBeforeReadingThem) {
+  for (int threads : {1, 2, 3}) check_batch(threads, 0, true);
+  check_batch(2, 100, true);
 }
 
 namespace {

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <random>
 
 #include "core/fp16.h"
@@ -139,28 +140,58 @@ TEST(KvCache, ForkSharesPagesAndCopiesOnWrite) {
   for (int h = 0; h < 3; ++h) expect_rows(c, 1, h);
 }
 
-// prefetch_append is a hint: on an empty cache, mid-page, at a page boundary and on a fork whose
-// last page is shared it changes nothing (rows, lengths, pages in use) and the appends after it
-// still land where they should (with ASan: it touches nothing it should not).
-TEST(KvCache, PrefetchAppendChangesNothing) {
-  for (DType t : {DType::F32, DType::F16, DType::Q8_0}) {
+// append_slots then write_slot (a batched decode step's appends, written by its attention tasks)
+// leave a cache byte for byte as append does: one token at a time from empty through the page
+// boundaries at 4 and 8, the rows written in reverse order (heads, then layers), and on a fork
+// whose last page is shared (the reservation copies it; the original's rows stay as they were).
+// The F32 rows are also checked against the values put in (kval / vval). At the cap,
+// append_slots refuses and changes nothing.
+TEST(KvCache, AppendSlotsThenWriteSlotMatchAppend) {
+  for (DType t : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0}) {
     auto l = layout(t);
     l.head_dim = 64;  // Q8_0 rows of two blocks (68 bytes: not line-aligned)
     PagePool pool(l.page_bytes());
-    KvCache c(pool, l);
-    for (int n = 0; n < 9; ++n) {  // 0 .. 8 tokens: empty, mid-page, the page boundaries at 4 and 8
-      const size_t pages = pool.pages_in_use();
-      for (int layer = 0; layer < l.n_layer; ++layer) c.prefetch_append(layer);
-      EXPECT_EQ(pool.pages_in_use(), pages);
-      EXPECT_EQ(c.len(0, 0), n);
-      fill(c, 1, n);
+    KvCache ref(pool, l), c(pool, l);
+    const int Hkv = l.n_head_kv, D = l.head_dim;
+    const size_t rb = l.row_bytes();
+    auto same = [&](const KvCache& a, const KvCache& b) {
+      for (int layer = 0; layer < l.n_layer; ++layer)
+        for (int h = 0; h < Hkv; ++h) {
+          ASSERT_EQ(a.head(layer, h).pos, b.head(layer, h).pos);
+          for (int32_t s = 0; s < a.len(layer, h); ++s) {
+            ASSERT_EQ(std::memcmp(a.k_row(layer, h, s), b.k_row(layer, h, s), rb), 0) << "K slot " << s;
+            ASSERT_EQ(std::memcmp(a.v_row(layer, h, s), b.v_row(layer, h, s), rb), 0) << "V slot " << s;
+          }
+        }
+    };
+    auto reserve_and_write = [&](KvCache& x, int start) {
+      std::vector<float> k(static_cast<size_t>(Hkv) * D), v(k.size());
+      const int32_t pos = start;
+      for (int layer = 0; layer < l.n_layer; ++layer) ASSERT_TRUE(x.append_slots(layer, 1, &pos));
+      for (int layer = l.n_layer - 1; layer >= 0; --layer)
+        for (int h = Hkv - 1; h >= 0; --h) {
+          for (int d = 0; d < D; ++d) {
+            k[static_cast<size_t>(h) * D + d] = kval(layer, h, start, d);
+            v[static_cast<size_t>(h) * D + d] = vval(layer, h, start, d);
+          }
+          x.write_slot(layer, h, x.len(layer, h) - 1, k.data() + h * D, v.data() + h * D);
+        }
+    };
+    for (int n = 0; n < 9; ++n) {
+      const size_t p0 = pool.pages_in_use();
+      fill(ref, 1, n);
+      const size_t p1 = pool.pages_in_use();
+      reserve_and_write(c, n);
+      EXPECT_EQ(pool.pages_in_use() - p1, p1 - p0);  // as many pages as the append took
+      EXPECT_EQ(c.n_past(), n + 1);
+      same(ref, c);
     }
     auto f = c.fork();  // 9 tokens: the last page (one row) shared
     const size_t shared = pool.pages_in_use();
-    for (int layer = 0; layer < l.n_layer; ++layer) f->prefetch_append(layer);
-    EXPECT_EQ(pool.pages_in_use(), shared);
-    fill(*f, 1, 9);
-    EXPECT_EQ(f->len(1, 2), 10);
+    reserve_and_write(*f, 9);
+    EXPECT_EQ(pool.pages_in_use(), shared + static_cast<size_t>(l.n_layer) * Hkv);  // the copies
+    fill(ref, 1, 9);
+    same(ref, *f);
     EXPECT_EQ(c.len(1, 2), 9);
     if (t == DType::F32)
       for (int layer = 0; layer < 2; ++layer)
@@ -168,6 +199,13 @@ TEST(KvCache, PrefetchAppendChangesNothing) {
           expect_rows(c, layer, h);
           expect_rows(*f, layer, h);
         }
+    // At the cap: the 13th token needs fresh pages (slot 12 starts a page); none are left.
+    for (int n = 10; n < 12; ++n) reserve_and_write(*f, n);
+    pool.set_max_bytes(pool.bytes_in_use());
+    const int32_t p12 = 12;
+    EXPECT_FALSE(f->append_slots(0, 1, &p12));
+    EXPECT_EQ(f->len(0, 0), 12);
+    EXPECT_EQ(f->n_past(), 12);
   }
 }
 

@@ -122,15 +122,24 @@ void attention_block(const Runtime& rt, const ArchBlock& block, Activations& a, 
   // (one parallel section for the batch's decode rows), then each sequence's observer.
   std::vector<AttnJob> jobs;
   jobs.reserve(segs.size());
-  // With several sequences, their caches' next rows are asked for first (KvCache::prefetch_append).
-  if (segs.size() > 1)
-    for (const Segment& sg : segs) sg.cache->prefetch_append(il);
+  // A decode-sized segment's slots are reserved here and its rows written by the attention's
+  // tasks, in parallel (AttnJob::k_new): written here, one sequence after another, they were ~0.5
+  // ms of a 16-sequence step on one thread while the other waited (BENCHMARKS.md, issue 25).
   for (const Segment& sg : segs) {
     const size_t r0 = static_cast<size_t>(sg.first);
     const int32_t* sp = a.pos.data() + r0;
-    if (!sg.cache->append(il, sg.n, a.k.data() + r0 * Hkv * D, a.v.data() + r0 * Hkv * D, sp))
+    const float* k = a.k.data() + r0 * Hkv * D;
+    const float* v = a.v.data() + r0 * Hkv * D;
+    const bool in_task = sg.n < kAttnPrefillMinTokens;
+    if (!(in_task ? sg.cache->append_slots(il, sg.n, sp) : sg.cache->append(il, sg.n, k, v, sp)))
       fail("KV cache memory cap reached while appending layer {}", il);
-    jobs.push_back({sg.cache, a.q.data() + r0 * H * D, sp, sg.n, a.att.data() + r0 * H * D, a.lse.data() + r0 * H});
+    AttnJob job{sg.cache, a.q.data() + r0 * H * D, sp, sg.n, a.att.data() + r0 * H * D, a.lse.data() + r0 * H};
+    if (in_task) {
+      job.writes = sg.cache;
+      job.k_new = k;
+      job.v_new = v;
+    }
+    jobs.push_back(job);
   }
   attention_batch(jobs, il, rt.shape, rt.pool, rt.attn);
   for (const Segment& sg : segs) {
