@@ -200,5 +200,8 @@ float exp_sub_sum(float* x, int64_t n, float sub);
 float max_f32(const float* x, int64_t n);
 // argmax_avx512.cpp
 int64_t argmax_f32(const float* x, int64_t n);
+// act_avx512.cpp
+void silu_mul(float* gate, const float* up, int64_t n);
+void quant_act_q8_0(const float* x, void* y, int64_t n);
 }  // namespace kvs::kernels::avx512
 #undef KVS_TILE_DECL

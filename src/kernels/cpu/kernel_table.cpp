@@ -140,6 +140,8 @@ KernelTable make_avx512() {
   k.exp_sub_sum = avx512::exp_sub_sum;
   k.max_f32 = avx512::max_f32;
   k.argmax_f32 = avx512::argmax_f32;
+  k.silu_mul = avx512::silu_mul;
+  k.quant_act_q8_0 = avx512::quant_act_q8_0;
   k.pack_key_panels = avx512::pack_key_panels;
   if (cpu_features().avx512bf16) {  // Zen 4+, Cooper Lake, Sapphire Rapids+
     k.qk_panels_bf16 = avx512bf16::qk_panels_bf16;
