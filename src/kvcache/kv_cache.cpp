@@ -147,6 +147,16 @@ bool KvCache::append_slots(int layer, int n_tok, const int32_t* pos) {
   return true;
 }
 
+void KvCache::prefetch_append_slots(int layer) const {
+  for (int kvh = 0; kvh < layout_.n_head_kv; ++kvh) {
+    const HeadCache& h = heads_[idx(layer, kvh)];
+    if (h.pos.empty()) continue;
+    __builtin_prefetch(&h.pos.back());
+    __builtin_prefetch(&h.pages.back());
+    if (!h.mass.empty()) __builtin_prefetch(&h.mass.back());
+  }
+}
+
 void KvCache::write_slot(int layer, int kvh, int32_t slot, const float* k, const float* v) {
   HeadCache& h = heads_[idx(layer, kvh)];
   KVS_ASSERT(slot >= 0 && slot < h.len() && pool_->refcount(h.pages[static_cast<size_t>(slot / layout_.page_tokens)]) == 1);

@@ -145,7 +145,8 @@ TEST(KvCache, ForkSharesPagesAndCopiesOnWrite) {
 // boundaries at 4 and 8, the rows written in reverse order (heads, then layers), and on a fork
 // whose last page is shared (the reservation copies it; the original's rows stay as they were).
 // The F32 rows are also checked against the values put in (kval / vval). At the cap,
-// append_slots refuses and changes nothing.
+// append_slots refuses and changes nothing. prefetch_append_slots (a hint) runs before every
+// reservation (with ASan: it reads nothing it should not).
 TEST(KvCache, AppendSlotsThenWriteSlotMatchAppend) {
   for (DType t : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0}) {
     auto l = layout(t);
@@ -167,6 +168,7 @@ TEST(KvCache, AppendSlotsThenWriteSlotMatchAppend) {
     auto reserve_and_write = [&](KvCache& x, int start) {
       std::vector<float> k(static_cast<size_t>(Hkv) * D), v(k.size());
       const int32_t pos = start;
+      for (int layer = 0; layer < l.n_layer; ++layer) x.prefetch_append_slots(layer);  // a hint: changes nothing
       for (int layer = 0; layer < l.n_layer; ++layer) ASSERT_TRUE(x.append_slots(layer, 1, &pos));
       for (int layer = l.n_layer - 1; layer >= 0; --layer)
         for (int h = Hkv - 1; h >= 0; --h) {

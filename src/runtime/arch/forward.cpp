@@ -117,6 +117,9 @@ void attention_block(const Runtime& rt, const ArchBlock& block, Activations& a, 
                      bool keep_pre) {
   const HParams& hp = rt.model.hp;
   const int E = hp.n_embd, H = hp.n_head, Hkv = hp.n_head_kv, D = hp.head_dim;
+  // Several sequences: what their appends below read is asked for now, during the Q/K/V projection.
+  if (segs.size() > 1)
+    for (const Segment& sg : segs) sg.cache->prefetch_append_slots(il);
   block.attention_input(rt, a, il, n, keep_pre, hp.layer_local_rope(il) ? a.rope_local.data() : a.rope.data());
   // Every sequence's K/V appended to its cache, then the attention of all of them in one call
   // (one parallel section for the batch's decode rows), then each sequence's observer.
