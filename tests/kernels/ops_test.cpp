@@ -128,9 +128,17 @@ TEST_P(OpsPaths, Argmax) {
     EXPECT_EQ(k().argmax_f32(x.data(), n), first_max(x)) << n;
     // The maximum repeated: in a later lane, a later 16-block and the tail; the first one wins.
     const int64_t at = first_max(x);
-    for (int64_t j : {at + 5, at + 16, at + 17, n - 1})
+    // (16, 32, 48 and 64 apart: other accumulators and later passes of the 4-accumulator AVX-512 loop.)
+    for (int64_t j : {at + 5, at + 16, at + 17, at + 32, at + 48, at + 64, at + 67, n - 1})
       if (j < n) x[static_cast<size_t>(j)] = x[static_cast<size_t>(at)];
     ASSERT_EQ(k().argmax_f32(x.data(), n), at) << n;
+    // An equal value earlier, in another accumulator or an earlier pass, wins instead.
+    for (int64_t back : {int64_t{17}, int64_t{64}, int64_t{100}})
+      if (at - back >= 0) {
+        auto y = x;
+        y[static_cast<size_t>(at - back)] = x[static_cast<size_t>(at)];
+        ASSERT_EQ(k().argmax_f32(y.data(), n), at - back) << n << " " << back;
+      }
     x[static_cast<size_t>(n - 1)] = 100.0f;  // a larger one in the last element
     ASSERT_EQ(k().argmax_f32(x.data(), n), n - 1) << n;
     // NaNs are never chosen, wherever they are.
