@@ -59,6 +59,7 @@ void AnswerStepper::compress_for_cap(int n_next) {
 
 Engine::BatchItem AnswerStepper::next_item(int max_rows) {
   KVS_ASSERT(phase_ != Phase::Done && max_rows > 0);
+  presampled_ = -1;  // a step whose after_step did not get to sample leaves nothing behind
   Engine::BatchItem it;
   it.cache = seq_.cache.get();
   it.observer = seq_.stats.get();
@@ -103,6 +104,22 @@ void AnswerStepper::after_step(std::span<const float> logits) {
   sample(logits);
 }
 
+bool AnswerStepper::samples_next() const {
+  if (opt_.max_new_tokens <= 0) return false;
+  if (phase_ == Phase::Decode) return true;
+  return phase_ == Phase::Prefill && fed_ + pending_ == static_cast<int64_t>(question_.size());
+}
+
+void AnswerStepper::presample(std::span<const float> logits) noexcept {
+  presampled_ = -1;
+  if (logits.empty() || !samples_next()) return;
+  try {
+    presampled_ = sampler_.sample(logits);
+  } catch (...) {
+    presampled_ = -1;  // after_step samples (and reports what failed)
+  }
+}
+
 void AnswerStepper::sample(std::span<const float> logits) {
   if (opt_.max_new_tokens <= 0) {
     phase_ = Phase::Done;
@@ -110,7 +127,8 @@ void AnswerStepper::sample(std::span<const float> logits) {
     return;
   }
   const Tokenizer& tok = *engine_.model().tokenizer;
-  const int32_t next = sampler_.sample(logits);
+  const int32_t next = presampled_ >= 0 ? presampled_ : sampler_.sample(logits);
+  presampled_ = -1;
   if (opt_.stop_at_eog && tok.is_eog(next)) {
     phase_ = Phase::Done;
     finish_ = FinishReason::Stop;

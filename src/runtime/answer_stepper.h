@@ -39,6 +39,9 @@ class AnswerStepper : public Stepper {
   int64_t prefill_left() const override { return static_cast<int64_t>(question_.size()) - fed_; }
   Engine::BatchItem next_item(int max_rows) override;
   void after_step(std::span<const float> logits) override;
+  // Samples now when after_step will sample from these logits (the same draw: the sampler is this
+  // stepper's own), and after_step uses that token.
+  void presample(std::span<const float> logits) noexcept override;
 
   // What has been generated so far (text cut at a stop string once one appears).
   const std::vector<int32_t>& tokens() const { return tokens_; }
@@ -57,8 +60,10 @@ class AnswerStepper : public Stepper {
   double compress_seconds() const { return compress_s_; }
 
  private:
-  // Samples from `logits`; finishes or readies the next decode token.
+  // Samples from `logits` (or takes presample's token); finishes or readies the next decode token.
   void sample(std::span<const float> logits);
+  // Whether after_step's next call samples (the decode phase, or the prefill's last chunk).
+  bool samples_next() const;
   void compress_for_cap(int n_next);
 
   Engine& engine_;
@@ -74,6 +79,7 @@ class AnswerStepper : public Stepper {
   std::vector<int32_t> tokens_;
   std::string text_;
   int32_t next_ = -1;       // the token the next decode step feeds
+  int32_t presampled_ = -1;  // presample's token for the next sample(), or -1
   bool evict_ = false;
   int32_t budget_ = 0;
   size_t peak_ = 0;

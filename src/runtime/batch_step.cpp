@@ -73,6 +73,12 @@ StepStats batch_step(Engine& engine, std::span<Stepper* const> steppers, int pre
     batched = false;  // nothing changed: run each item alone to find which one cannot proceed
     logits.assign(items.size(), {});
   }
+  // The samplers of every sequence at once (Stepper::presample), before the after_steps, which
+  // run one after another (they may compress, which uses the pool itself).
+  if (batched && items.size() > 1)
+    engine.pool().parallel_for(static_cast<int64_t>(items.size()), [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) who[static_cast<size_t>(i)]->presample(logits[static_cast<size_t>(i)]);
+    });
   for (size_t i = 0; i < items.size(); ++i) {
     Stepper* s = who[i];
     std::vector<float> alone;

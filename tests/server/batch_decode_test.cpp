@@ -40,13 +40,17 @@ struct Case {
 
 class BatchDecode : public test::StoriesModelSuite {};
 
-void check_case(Engine& e, const Case& c) {
-  SCOPED_TRACE(c.press);
+// sampler: greedy by default; with a temperature, the batched answers must make the same draws as
+// each alone (batch_step samples every sequence in parallel before the after_steps: one draw
+// each, from the sequence's own sampler).
+void check_case(Engine& e, const Case& c, const SamplerParams& sampler = {}) {
+  SCOPED_TRACE(c.press + (sampler.temp > 0 ? " sampled" : ""));
   const Tokenizer& tok = *e.model().tokenizer;
   const CompressionSpec spec = spec_for(c.press, c.keep);
   AnswerOptions ao;
   ao.max_new_tokens = 20;
   ao.stop_at_eog = false;
+  ao.sampler = sampler;
   std::vector<std::vector<int32_t>> ctx_tok, q_tok;
   for (int i = 0; i < 3; ++i) {
     ctx_tok.push_back(tok.encode(kContexts[i], true, false));
@@ -116,6 +120,12 @@ TEST_F(BatchDecode, SameTokensAsEachSequenceAlone) {
   for (const Case& c : {Case{"full", 1.0}, Case{"snapkv", 0.5}, Case{"knorm", 0.5}, Case{"h2o", 0.5},
                         Case{"streaming_llm", 0.5}})
     check_case(e, c);
+  SamplerParams hot;
+  hot.temp = 1.5f;  // far from greedy: the draws differ from the argmax, so each one counts
+  hot.top_k = 0;
+  hot.top_p = 1.0f;
+  hot.seed = 11;
+  for (const Case& c : {Case{"snapkv", 0.5}, Case{"h2o", 0.5}}) check_case(e, c, hot);
   // Which of them compress while answering (and so keep their statistics): h2o's every-step
   // eviction, not the presses that compress once after prefill, not `full`.
   EXPECT_TRUE(AnswerStepper::compresses_while_answering(spec_for("h2o", 0.5)));
