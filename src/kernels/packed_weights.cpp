@@ -2,6 +2,10 @@
 // packed activation's corrections, the scalar reference tile and the registry.
 #include "kernels/packed_weights.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -145,8 +149,19 @@ void finish_act_packed(void* act, int64_t n, int32_t offset) {
   const auto* blocks = static_cast<const block_q8_0*>(act);  // [nb]
   auto* corr = reinterpret_cast<int32_t*>(static_cast<uint8_t*>(act) + act_q8_0_bytes(n));  // [nb]
   for (int64_t b = 0; b < n / QK8_0; ++b) {
+#if defined(__SSE2__)
+    // sum(q) = sum(q ^ 0x80 as unsigned) - 32 * 128: two psadbw against zero per 16 bytes (the
+    // compiler's own vectorization of the loop below sign-extended byte by byte, ~40 instructions
+    // a block; a decode step prepares 120 activations of 16 tokens).
+    const __m128i flip = _mm_set1_epi8(static_cast<char>(0x80));
+    const __m128i lo = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blocks[b].qs)), flip);
+    const __m128i hi = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blocks[b].qs + 16)), flip);
+    const __m128i sad = _mm_add_epi64(_mm_sad_epu8(lo, _mm_setzero_si128()), _mm_sad_epu8(hi, _mm_setzero_si128()));
+    const int32_t s = _mm_cvtsi128_si32(_mm_add_epi64(sad, _mm_unpackhi_epi64(sad, sad))) - QK8_0 * 128;
+#else
     int32_t s = 0;
     for (int i = 0; i < QK8_0; ++i) s += blocks[b].qs[i];
+#endif
     corr[b] = -offset * s;
   }
 }
