@@ -107,5 +107,16 @@ void add_residual(const Runtime& rt, Activations& a, const float* y, int rows) {
   });
 }
 
+void add_residual_then_norm(const Runtime& rt, Activations& a, const float* y, const TensorView& w, float* out,
+                            int rows) {
+  const HParams& hp = rt.model.hp;
+  const size_t E = static_cast<size_t>(hp.n_embd);
+  detail::for_rows(rt.pool, rows, [&](int t) {
+    float* x = a.x.data() + static_cast<size_t>(t) * E;
+    kernels::add_f32(x, y + static_cast<size_t>(t) * E, static_cast<int>(E));
+    kernels::rmsnorm(x, w.f32(), out + static_cast<size_t>(t) * E, static_cast<int>(E), hp.rms_eps);
+  });
+}
+
 }  // namespace step
 }  // namespace kvs::arch

@@ -78,6 +78,10 @@ namespace step {
 void norm_rows(const Runtime& rt, const float* x, const TensorView& w, float* out, int n);
 // a.x[t] += y[t] for rows [0, rows) (y [rows][E]).
 void add_residual(const Runtime& rt, Activations& a, const float* y, int rows);
+// add_residual(y) then norm_rows(a.x, w, out) in one parallel section, row by row (a row's sum,
+// then its norm): the same values; out may be y.
+void add_residual_then_norm(const Runtime& rt, Activations& a, const float* y, const TensorView& w, float* out,
+                            int rows);
 
 // The attention input of the Llama block and of those that add per-head Q/K norms:
 //   n = attn_norm(x); q, k, v = W . n (+ b_q, b_k, b_v when the layer has them);

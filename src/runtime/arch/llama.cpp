@@ -42,10 +42,10 @@ void output_and_ffn(const Runtime& rt, Activations& a, int il, int rows) {
   const LayerWeights& L = rt.model.layers[static_cast<size_t>(il)];
   const size_t F = static_cast<size_t>(hp.n_ff);
   // x = x + W_o . att
+  // then m = ffn_norm(x), in the same parallel section
   kernels::matmul(L.wo, a.att.data(), rows, a.xn.data(), rt.pool, rt.mm);
-  step::add_residual(rt, a, a.xn.data(), rows);
-  // x = x + W_down . (silu(W_gate . m) * (W_up . m)),  m = ffn_norm(x)
-  step::norm_rows(rt, a.x.data(), L.ffn_norm, a.xn.data(), rows);
+  step::add_residual_then_norm(rt, a, a.xn.data(), L.ffn_norm, a.xn.data(), rows);
+  // x = x + W_down . (silu(W_gate . m) * (W_up . m))
   const kernels::MatmulTarget gate_up[] = {{&L.ffn_gate, a.ffn_gate.data()}, {&L.ffn_up, a.ffn_up.data()}};
   kernels::matmul_shared(gate_up, a.xn.data(), rows, rt.pool, rt.mm);
   for_rows(rt.pool, rows, [&](int t) {
