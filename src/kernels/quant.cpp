@@ -97,9 +97,7 @@ void quantize_act_q8_K(const float* x, block_q8_K* y, int64_t n) {
 void prepare_act_q8_0(const float* x, void* act, int64_t n) {
   auto* blocks = static_cast<block_q8_0*>(act);
   quantize_act_q8_0_blocks(x, blocks, n);
-  const size_t off = act_q8_0_scales_offset(n), end = static_cast<size_t>(n / QK8_0) * sizeof(block_q8_0);
-  std::memset(static_cast<uint8_t*>(act) + end, 0, off - end);  // padding: keep buffers deterministic
-  auto* scales = reinterpret_cast<float*>(static_cast<uint8_t*>(act) + off);
+  float* scales = act_q8_0_pad_and_scales(act, n);
   for (int64_t b = 0; b < n / QK8_0; ++b) scales[b] = fp16_to_fp32(blocks[b].d);
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "core/dtype.h"
 #include "kernels/quant_blocks.h"
@@ -80,6 +81,13 @@ inline size_t act_q8_0_bytes(int64_t n) {
 }
 inline const float* act_q8_0_scales(const void* act, int64_t n) {
   return reinterpret_cast<const float*>(static_cast<const uint8_t*>(act) + act_q8_0_scales_offset(n));
+}
+// For a quantizer about to write act's blocks: zeroes the padding between the blocks and the
+// scales (so that buffers stay deterministic) and returns the scales [n / 32] to fill.
+inline float* act_q8_0_pad_and_scales(void* act, int64_t n) {
+  const size_t off = act_q8_0_scales_offset(n), end = static_cast<size_t>(n / QK8_0) * sizeof(block_q8_0);
+  std::memset(static_cast<uint8_t*>(act) + end, 0, off - end);
+  return reinterpret_cast<float*>(static_cast<uint8_t*>(act) + off);
 }
 inline size_t act_q8_1_bytes(int64_t n) {
   return act_q8_0_bytes(n) + static_cast<size_t>(n / QK8_0) * sizeof(float);

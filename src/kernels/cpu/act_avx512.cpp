@@ -55,9 +55,7 @@ inline __m512 abs_max32(const float* x) {
 void quant_act_q8_0(const float* x, void* y, int64_t n) {
   auto* o = static_cast<block_q8_0*>(y);
   const int64_t nb = n / QK8_0;
-  const size_t off = act_q8_0_scales_offset(n), end = static_cast<size_t>(nb) * sizeof(block_q8_0);
-  std::memset(static_cast<uint8_t*>(y) + end, 0, off - end);
-  auto* scales = reinterpret_cast<float*>(static_cast<uint8_t*>(y) + off);  // [nb]
+  float* scales = act_q8_0_pad_and_scales(y, n);  // [nb]
   const __m128 k127 = _mm_set1_ps(127.0f), one = _mm_set1_ps(1.0f);
   int64_t b = 0;
   for (; b + 4 <= nb; b += 4) {

@@ -36,9 +36,7 @@ inline void store8(float* dst, __m256 v) { _mm256_storeu_ps(dst, v); }
 void quant_act_q8_0(const float* x, void* y, int64_t n) {
   auto* o = static_cast<block_q8_0*>(y);
   const int64_t nb = n / QK8_0;
-  const size_t off = act_q8_0_scales_offset(n), end = static_cast<size_t>(nb) * sizeof(block_q8_0);
-  std::memset(static_cast<uint8_t*>(y) + end, 0, off - end);
-  auto* scales = reinterpret_cast<float*>(static_cast<uint8_t*>(y) + off);  // [nb]
+  float* scales = act_q8_0_pad_and_scales(y, n);  // [nb]
   for (int64_t b = 0; b < nb; ++b, x += QK8_0) {
     const float amax = absmax(x, QK8_0);
     const float d = amax / 127.0f;
