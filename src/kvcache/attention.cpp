@@ -176,15 +176,6 @@ int32_t softmax_block_rows(DType t, bool compat, int page_tokens, int32_t task_r
   return !compat && (t == DType::F16 || t == DType::F32) ? page_tokens : task_rows;
 }
 
-// ---------------------------------------------------------------------------------------------
-// Decode path, over one or more sequences (jobs) at once: tasks are (job, kv head, key range);
-// each computes, for every query of its job's batch and every query head of the group, a partial
-// (max m, sum l, acc[D]) that is merged afterwards, in blocks of pages with the softmax online
-// (softmax_block_rows), each K / V row read once for the whole group (attn_rows.h). The tasks of every job go to the threads from one
-// counter (whichever is free takes the next), so a batched decode step costs one parallel
-// section per layer instead of one per sequence, and a thread that finishes early keeps working.
-// Which thread runs a task does not change its result, and the merge order is fixed: the output
-// is the same for any thread count and batch.
 // The output rows and log-sum-exp of KV head kvh's queries of job jb from its only partial: acc
 // [nq][D], ml [nq][2] = (m, l). The merge's arithmetic for one partial (o = 0 + 1 * acc, then
 // scaled by 1 / l in double rounded to float; lse = m + log l), so the result is the same bits.
@@ -205,6 +196,15 @@ void finish_head(const AttnJob& jb, int kvh, int G, int H, int D, const float* a
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Decode path, over one or more sequences (jobs) at once: tasks are (job, kv head, key range);
+// each computes, for every query of its job's batch and every query head of the group, a partial
+// (max m, sum l, acc[D]) that is merged afterwards, in blocks of pages with the softmax online
+// (softmax_block_rows), each K / V row read once for the whole group (attn_rows.h). The tasks of every job go to the threads from one
+// counter (whichever is free takes the next), so a batched decode step costs one parallel
+// section per layer instead of one per sequence, and a thread that finishes early keeps working.
+// Which thread runs a task does not change its result, and the merge order is fixed: the output
+// is the same for any thread count and batch.
 void attention_decode(std::span<const AttnJob> jobs, int layer, const AttnShape& s, ThreadPool& pool,
                       AttnScratch& scr) {
   const int H = s.n_head, Hkv = s.n_head_kv, D = s.head_dim, G = H / Hkv;
@@ -633,14 +633,7 @@ void attention_batch(std::span<const AttnJob> jobs, int layer, const AttnShape& 
       decode.push_back(j);
       continue;
     }
-    if (j.writes)  // the prefill path reads every slot: its new rows first, here
-      for (int kvh = 0; kvh < s.n_head_kv; ++kvh) {
-        const int32_t first_new = j.cache->len(layer, kvh) - j.n_tok;
-        for (int t = 0; t < j.n_tok; ++t) {
-          const size_t o = (static_cast<size_t>(t) * s.n_head_kv + kvh) * s.head_dim;
-          j.writes->write_slot(layer, kvh, first_new + t, j.k_new + o, j.v_new + o);
-        }
-      }
+    if (j.writes) j.writes->write_slots(layer, j.n_tok, j.k_new, j.v_new);  // the prefill path reads every slot
     attention_prefill(*j.cache, layer, s, j.q, j.qpos, j.n_tok, j.out, j.lse, pool, scratch);
   }
   if (!decode.empty()) attention_decode(decode, layer, s, pool, scratch);

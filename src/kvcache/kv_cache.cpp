@@ -103,6 +103,11 @@ bool KvCache::make_page_exclusive(HeadCache& h, size_t pi) {
 
 bool KvCache::append(int layer, int n_tok, const float* k, const float* v, const int32_t* pos) {
   if (!append_slots(layer, n_tok, pos)) return false;
+  write_slots(layer, n_tok, k, v);
+  return true;
+}
+
+void KvCache::write_slots(int layer, int n_tok, const float* k, const float* v) {
   const int H = layout_.n_head_kv, D = layout_.head_dim;
   for (int kvh = 0; kvh < H; ++kvh) {
     const int32_t first = len(layer, kvh) - n_tok;
@@ -111,7 +116,6 @@ bool KvCache::append(int layer, int n_tok, const float* k, const float* v, const
       write_slot(layer, kvh, first + t, k + off, v + off);
     }
   }
-  return true;
 }
 
 bool KvCache::append_slots(int layer, int n_tok, const int32_t* pos) {

@@ -90,12 +90,15 @@ class KvCache {
   // threads at once, as long as nothing else changes the cache meanwhile. Until every reserved
   // slot is written its rows hold whatever the page held.
   bool append_slots(int layer, int n_tok, const int32_t* pos);
+  void write_slot(int layer, int kvh, int32_t slot, const float* k, const float* v);
+  // write_slot for the last n_tok slots of every KV head of `layer` (k, v: [n_tok][n_head_kv]
+  // [head_dim] floats, as append takes them): append's second half, on one thread.
+  void write_slots(int layer, int n_tok, const float* k, const float* v);
   // Asks the memory system for what append_slots(layer, ...) reads (a hint, changes nothing): each
   // head's bookkeeping and the ends of its position and page lists, last touched a whole step
   // earlier and by then evicted. A batched step calls it for every sequence a section before
   // append_slots, so that those misses overlap that section instead of stalling one by one.
   void prefetch_append_slots(int layer) const;
-  void write_slot(int layer, int kvh, int32_t slot, const float* k, const float* v);
 
   // Fills an empty head with rows (k, v: [n][head_dim], pos increasing, mass optional); used to
   // load a saved cache. Returns false if the pool cannot supply the pages.
