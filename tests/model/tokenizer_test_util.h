@@ -138,12 +138,28 @@ struct GgufWriter {
   }
 };
 
+// The directories temp_dir made in this process, removed when it exits (each test process makes
+// its own, so they would otherwise pile up in /tmp: thousands after a few days of test runs).
+struct TempDirsRemovedAtExit {
+  std::vector<std::filesystem::path> dirs;
+  ~TempDirsRemovedAtExit() {
+    std::error_code ec;  // best effort: a failure to clean up is not a test failure
+    for (const auto& d : dirs) std::filesystem::remove_all(d, ec);
+  }
+};
+inline TempDirsRemovedAtExit& temp_dirs_made() {
+  static TempDirsRemovedAtExit made;
+  return made;
+}
+
 // A fresh directory under the gtest temp dir, unique per process: ctest runs tests in parallel
-// (and other builds' suites may run at the same time), so a fixed name would be shared.
+// (and other builds' suites may run at the same time), so a fixed name would be shared. Removed
+// when the process exits.
 inline std::string temp_dir(const std::string& name) {
   const auto d = std::filesystem::path(testing::TempDir()) / ("kvs_tok_" + name + "." + std::to_string(::getpid()));
   std::filesystem::remove_all(d);
   std::filesystem::create_directories(d);
+  temp_dirs_made().dirs.push_back(d);
   return d.string();
 }
 
