@@ -50,6 +50,16 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
   task_ = nullptr;
 }
 
+void ThreadPool::SectionBarrier::arrive_and_wait(int nth) {
+  if (nth <= 1) return;
+  arrived_.fetch_add(1, std::memory_order_acq_rel);
+  int spins = 0;
+  while (arrived_.load(std::memory_order_acquire) < nth) {
+    KVS_PAUSE();
+    if (++spins > kSpinIters || spins % kYieldEvery == 0) std::this_thread::yield();
+  }
+}
+
 void ThreadPool::worker(int ith) {
   uint32_t seen = 0;  // the generation at construction; a late-starting worker must not skip one
   for (;;) {

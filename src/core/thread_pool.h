@@ -38,6 +38,17 @@ class ThreadPool {
     });
   }
 
+  // A point inside one run() section that every thread reaches before any goes on (a spin on a
+  // counter, as the pool's own join). Valid because run() calls fn on all nth threads at once;
+  // make one per section, on the caller's stack, and call arrive_and_wait(nth) once per thread.
+  class SectionBarrier {
+   public:
+    void arrive_and_wait(int nth);
+
+   private:
+    std::atomic<int> arrived_{0};
+  };
+
   // [begin, end) of chunk ith out of nth over n items (balanced, contiguous).
   static std::pair<int64_t, int64_t> split(int64_t n, int ith, int nth) {
     const int64_t base = n / nth, rem = n % nth;

@@ -81,6 +81,19 @@ class ChunkQueue {
   const int64_t n_, chunk_;
 };
 
+// The dot-tile paths prepare the activations inside the section that multiplies them: each
+// thread converts its share of the n_tok rows, then waits until every thread has (the tiles read
+// all of them). Before, the conversion was a parallel section of its own, one more dispatch and
+// join per matmul: ~2 us each, 120 a 16-sequence decode step of the SmolLM2-135M shape
+// (BENCHMARKS.md, issue 25). Inline (nth = 1) it converts them all.
+template <typename Quantize>
+void quantize_share_then_wait(int64_t n_tok, int ith, int nth, const Quantize& quantize,
+                              ThreadPool::SectionBarrier& prepared) {
+  const auto [b, e] = ThreadPool::split(n_tok, ith, nth);
+  if (b < e) quantize(b, e);
+  prepared.arrive_and_wait(nth);
+}
+
 // C[n_tok][n] (ldc) = X[n_tok][cols] . B[n][cols]^T
 inline void sgemm_xbt(int64_t n_tok, int64_t n, int64_t cols, const float* x, const float* b,
                       float* c, int64_t ldc) {
@@ -96,17 +109,11 @@ void matmul_decode(const KernelTable& k, const MatmulConfig& cfg, const TensorVi
   const QuantFn quant = act_quant_fn(k, W.type);
   const uint8_t* act = reinterpret_cast<const uint8_t*>(x);  // [n_tok][act_stride bytes]
   size_t act_stride = static_cast<size_t>(cols) * sizeof(float);
+  uint8_t* qa = nullptr;  // the prepared activations, [n_tok][act_stride bytes]; none for F32 ones
   if (quant) {
     act_stride = ref::act_row_bytes(W.type, cols);
     scratch.act.resize(act_stride * n_tok);
-    uint8_t* qa = scratch.act.data();
-    auto quantize = [&](int64_t b, int64_t e) {
-      for (int64_t t = b; t < e; ++t) quant(x + t * cols, qa + t * act_stride, cols);
-    };
-    if (n_tok >= 8)
-      pool.parallel_for(n_tok, quantize);
-    else
-      quantize(0, n_tok);
+    qa = scratch.act.data();
     act = qa;
   }
   const DotTileFn tile = dot_tile_fn(k, W.type);
@@ -122,7 +129,12 @@ void matmul_decode(const KernelTable& k, const MatmulConfig& cfg, const TensorVi
   if (tb < n_tok) chunk = std::min<int64_t>(chunk, kWeightChunkBytes / static_cast<int64_t>(w_stride));
   chunk = std::max<int64_t>(16, (chunk + kDecodeRowBlock - 1) / kDecodeRowBlock * kDecodeRowBlock);
   ChunkQueue queue(rows, chunk);
-  run_parallel(pool, cfg, rows * cols * n_tok, [&](int, int) {
+  ThreadPool::SectionBarrier prepared;
+  run_parallel(pool, cfg, rows * cols * n_tok, [&](int ith, int nth) {
+    if (qa)
+      quantize_share_then_wait(n_tok, ith, nth, [&](int64_t b, int64_t e) {
+        for (int64_t t = b; t < e; ++t) quant(x + t * cols, qa + t * act_stride, cols);
+      }, prepared);
     int64_t rb, re;
     while (queue.next(&rb, &re)) {
       for (int64_t t0 = 0; t0 < n_tok; t0 += tb) {
@@ -165,10 +177,6 @@ void matmul_packed(const KernelTable& k, const MatmulConfig& cfg, std::span<cons
       finish_act_packed(act + t * act_stride, cols, offset);
     }
   };
-  if (n_tok >= 8)
-    pool.parallel_for(n_tok, quantize);
-  else
-    quantize(0, n_tok);
   const int64_t tb = n_tok <= 8 ? n_tok
                                 : std::clamp<int64_t>(kActBlockBytes / static_cast<int64_t>(act_stride) / 8 * 8, 8, n_tok);
   int64_t groups = 0, macs = 0;
@@ -199,7 +207,9 @@ void matmul_packed(const KernelTable& k, const MatmulConfig& cfg, std::span<cons
       left -= c;
     }
   ChunkQueue queue(static_cast<int64_t>(chunks.size()), 1);
-  run_parallel(pool, cfg, macs, [&](int, int) {
+  ThreadPool::SectionBarrier prepared;
+  run_parallel(pool, cfg, macs, [&](int ith, int nth) {
+    quantize_share_then_wait(n_tok, ith, nth, quantize, prepared);
     // Each thread takes its next chunk from the queue before running the current one, so that the
     // current one's last group prefetches the next one's first (otherwise every chunk starts on
     // weights straight from DRAM: ~8 chunks per matrix, 4-5 matrices per layer; a 16-sequence

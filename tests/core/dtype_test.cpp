@@ -4,7 +4,6 @@
 
 #include "core/dtype.h"
 #include "core/fp16.h"
-#include "core/thread_pool.h"
 
 namespace kvs {
 
@@ -29,20 +28,6 @@ TEST(Fp16, RoundTripAllHalves) {
   EXPECT_EQ(fp16_to_fp32(0x3c00), 1.0f);
   EXPECT_EQ(fp32_to_fp16(65504.f), 0x7bff);
   EXPECT_EQ(bf16_to_fp32(fp32_to_bf16(1.5f)), 1.5f);
-}
-
-TEST(ThreadPool, CoversRangeExactlyOnce) {
-  ThreadPool pool(3);
-  std::vector<int> hits(1000, 0);
-  for (int rep = 0; rep < 50; ++rep) {
-    pool.parallel_for(1000, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) hits[i]++;
-    });
-  }
-  for (int h : hits) EXPECT_EQ(h, 50);
-  auto [b, e] = ThreadPool::split(10, 2, 3);
-  EXPECT_EQ(b, 7);
-  EXPECT_EQ(e, 10);
 }
 
 }  // namespace kvs
