@@ -58,6 +58,8 @@ class ThreadPool {
 
  private:
   void worker(int ith);
+  // run() without the profiling check; *t_work (when given) = when the caller's own part ended.
+  void run_section(const std::function<void(int, int)>& fn, uint64_t* t_work);
 
   int n_threads_ = 1;
   std::vector<std::thread> threads_;
@@ -65,6 +67,7 @@ class ThreadPool {
   std::atomic<uint32_t> generation_{0};
   std::atomic<int> pending_{0};
   std::atomic<bool> stop_{false};
+  uint64_t last_end_ns_ = 0;  // when the previous section ended (KVS_SECTION_PROFILE only)
 };
 
 }  // namespace kvs
