@@ -11,6 +11,9 @@
 //     weights, /v1/models' meta.weight_bytes, + N x one context's KV bytes held), the tokens/s those
 //     bytes allow at the mean of the two readings (bound_tps) and the share of it decoded (and the
 //     share at the higher reading, share_at_higher: the readings can differ by 2x on a shared VM).
+//     With KVS_SECTION_PROFILE=FILE in the environment the server times its parallel sections
+//     (src/core/section_profile.h) and the bench clears them before each row's reps: FILE then
+//     holds the last row's decode rounds (run one mode and one --n for a clean profile).
 //   node tests/server/bench/bench.mjs memory --bin ... --model ... --cap 1G [--ctx 8192] [--k 12] \
 //        [--modes full,snapkv:0.25]
 //     K concurrent requests, each an 8k-token prompt (+ 32 new tokens), under --max-kv-bytes CAP:
@@ -139,6 +142,9 @@ async function throughput() {
         const perSeq = [];
         const inStep = [];  // per rep: seconds inside batched steps, steps, decode rows (from /metrics)
         const bwBefore = ROOFLINE ? readBandwidth() : null;
+        // With KVS_SECTION_PROFILE set (the server inherits it), the server's section profile is
+        // cleared here, so that the report it writes at exit holds the last row's decode rounds only.
+        if (process.env.KVS_SECTION_PROFILE) s.proc.kill('SIGUSR1');
         for (let rep = 0; rep < reps; ++rep) {
           const m0 = await metrics(s.url);
           const t = performance.now();
