@@ -36,7 +36,10 @@ struct Profile {
 
   Profile() {
     const char* p = std::getenv("KVS_SECTION_PROFILE");
-    if (p && *p) start(p);
+    if (p && *p) {
+      clear_locked();  // (no other thread runs yet)
+      start(p);
+    }
   }
   ~Profile() {
     if (!detail::g_on.exchange(false) || report_path.empty()) return;
@@ -52,10 +55,10 @@ struct Profile {
       std::fprintf(stderr, "kvshrink: KVS_SECTION_PROFILE: cannot write '%s'\n", report_path.c_str());
     }
   }
+  // Counts from now on (since_ns: clear_locked), written to path at exit; SIGUSR1 calls reset().
   void start(const std::string& path) {
     report_path = path;
-    since_ns = now_ns();
-    std::signal(SIGUSR1, [](int) { instance().reset_asked.store(true, std::memory_order_relaxed); });
+    std::signal(SIGUSR1, [](int) { reset(); });
     detail::g_on.store(true);
   }
   void clear_locked() {
@@ -130,6 +133,7 @@ void enable(const std::string& report_path) {
 
 void disable() { detail::g_on.store(false); }
 
+// Only an atomic store: the SIGUSR1 handler calls it.
 void reset() { Profile::instance().reset_asked.store(true, std::memory_order_relaxed); }
 
 void record(const void* site, uint64_t t_start, uint64_t t_work_end, uint64_t t_end, uint64_t gap_ns) {
