@@ -1,8 +1,6 @@
 # Common compile options for kvshrink targets: kvs_target_defaults(<target>)
 function(kvs_target_defaults tgt)
   target_compile_options(${tgt} PRIVATE -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare)
-  # __FILE__ (KVS_ASSERT's messages) relative to the source tree: no checkout path in a binary.
-  target_compile_options(${tgt} PRIVATE -fmacro-prefix-map=${PROJECT_SOURCE_DIR}/=)
   if(KVS_SANITIZE)
     # UBSan is fatal (-fno-sanitize-recover=all): a report fails the test that triggered it instead
     # of scrolling past while the test passes. scripts/sanitize builds and runs the suite this way.

@@ -22,10 +22,16 @@ template <typename... Args>
 
 }  // namespace kvs
 
-// Internal invariant (programming error, not bad input). Always on, cheap checks only.
+// Internal invariant (programming error, not bad input). Always on, cheap checks only. The file's
+// name without its directory (__FILE_NAME__, GCC 12 / clang 9): no checkout path in a binary.
+#ifdef __FILE_NAME__
+#define KVS_ASSERT_FILE __FILE_NAME__
+#else
+#define KVS_ASSERT_FILE __FILE__
+#endif
 #define KVS_ASSERT(cond)                                                                  \
   do {                                                                                    \
-    if (!(cond)) ::kvs::detail::assert_fail(#cond, __FILE__, __LINE__);                   \
+    if (!(cond)) ::kvs::detail::assert_fail(#cond, KVS_ASSERT_FILE, __LINE__);            \
   } while (0)
 
 namespace kvs::detail {

@@ -2,7 +2,7 @@
 # A clone is self-contained: no test, build file or tool reads the `../shared` folder that sits
 # beside the project's own checkouts (the data the tests need is in tests/data, the eval's default
 # data in eval/data), and no binary carries the checkout's path (the eval finds its data beside the
-# binary, core/paths.h share_dir; __FILE__ is relative, cmake/Warnings.cmake).
+# binary, core/paths.h share_dir; KVS_ASSERT names the file without its directory, core/error.h).
 #   self_contained.sh SOURCE_DIR BINARY...
 set -euo pipefail
 src=$1; shift
