@@ -14,10 +14,23 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The KV cache's memory cap (--max-kv-bytes) left no room for what was asked: the request can wait
+// and be retried once other sequences free pages, where other errors fail it.
+class MemoryCapError : public Error {
+ public:
+  using Error::Error;
+};
+
 // fail("{}: tensor '{}' has {} dims, expected 2", path, name, n) -> throws kvs::Error
 template <typename... Args>
 [[noreturn]] inline void fail(fmt::format_string<Args...> f, Args&&... args) {
   throw Error(fmt::format(f, std::forward<Args>(args)...));
+}
+
+// fail_memory_cap("KV cache memory cap reached: ...", ...) -> throws kvs::MemoryCapError
+template <typename... Args>
+[[noreturn]] inline void fail_memory_cap(fmt::format_string<Args...> f, Args&&... args) {
+  throw MemoryCapError(fmt::format(f, std::forward<Args>(args)...));
 }
 
 }  // namespace kvs
