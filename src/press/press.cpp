@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/memory_cap.h"
 #include "core/timer.h"
 #include "press/select/topk.h"
 

@@ -4,6 +4,7 @@
 #include <exception>
 
 #include "core/error.h"
+#include "core/memory_cap.h"
 #include "core/timer.h"
 
 namespace kvs {

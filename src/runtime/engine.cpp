@@ -6,6 +6,7 @@
 
 #include "kvcache/kv_rows.h"
 #include "core/error.h"
+#include "core/memory_cap.h"
 #include "kernels/ops.h"
 
 namespace kvs {

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/memory_cap.h"
 #include "runtime/arch/block.h"
 
 namespace kvs::arch {
