@@ -23,7 +23,7 @@ namespace kvs {
 struct BuiltContext {
   CompressionSpec spec;
   Sequence seq;
-  std::vector<int32_t> tokens;  // the context's tokens (empty for a cache loaded from a file)
+  std::vector<int32_t> tokens;  // the context's tokens (a cache loaded from a file: its context_ids, or empty)
   std::vector<float> nll;       // [n - 1] per-token NLL, when the press asked for it
   size_t full_bytes = 0;        // KV bytes / slots of the uncompressed context (whole pages)
   size_t full_slots = 0;

@@ -52,10 +52,6 @@ nlohmann::json cache_meta(const Model& m, const PressOptions& po, const PromptOp
   return j;
 }
 
-namespace {
-
-// context_ids, when present and not null: an array of exactly context_tokens token ids, each in
-// 0..2^31-1 (the vocabulary bound is checked by whoever has the tokenizer, e.g. inspect).
 void check_context_ids(const nlohmann::json& meta, int64_t context_tokens, const std::string& file) {
   if (!meta.contains("context_ids") || meta.at("context_ids").is_null()) return;
   const auto& a = meta.at("context_ids");
@@ -66,8 +62,6 @@ void check_context_ids(const nlohmann::json& meta, int64_t context_tokens, const
     if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > INT32_MAX)
       fail("{}: header field 'context_ids' holds {}, not a token id", file, x.dump());
 }
-
-}  // namespace
 
 void check_cache_meta(const nlohmann::json& meta, const std::string& file) {
   const CacheHeaderLayout h = check_cache_header(meta, file);

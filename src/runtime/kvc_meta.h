@@ -24,6 +24,9 @@ nlohmann::json cache_meta(const Model& m, const PressOptions& po, const PromptOp
 // n_layer * n_head_kv * n_past, full_bytes 0..2^50. Absent fields take their defaults. Every
 // accessor below calls it, so no header field reaches the engine unchecked.
 void check_cache_meta(const nlohmann::json& meta, const std::string& file);
+// context_ids, when present and not null: an array of exactly context_tokens token ids, each in
+// 0..2^31-1 (the vocabulary bound is checked by whoever has the tokenizer: inspect, the server).
+void check_context_ids(const nlohmann::json& meta, int64_t context_tokens, const std::string& file);
 // Throws naming the file and both fingerprints if `m` is not the model the cache was made with.
 void check_cache_model(const nlohmann::json& meta, const Model& m, const std::string& file);
 std::string meta_model_path(const nlohmann::json& meta, const std::string& file);

@@ -43,6 +43,10 @@ nlohmann::json KvcContextCodec::header(const ServedContext& c) const {
   j["chat"] = false;
   j["question_template"] = "";
   j["context_tokens"] = b.n_tokens;
+  // The context's token ids, so that `kvshrink inspect` shows the server's contexts as it shows the
+  // CLI's (null for a context whose ids are not known).
+  j["context_ids"] = !b.tokens.empty() && b.tokens.size() == static_cast<size_t>(b.n_tokens) ? nlohmann::json(b.tokens)
+                                                                                            : nlohmann::json(nullptr);
   j["full_bytes"] = b.full_bytes;
   j["full_slots"] = b.full_slots;
   nlohmann::json s;
@@ -101,6 +105,7 @@ std::shared_ptr<ServedContext> KvcContextCodec::decode(const uint8_t* data, size
                                                              static_cast<int64_t>(h.slots)));
   const size_t full_bytes = static_cast<size_t>(f.integer_or("full_bytes", 0, int64_t{1} << 50, 0));
   const int32_t n_tokens = static_cast<int32_t>(f.integer_or("context_tokens", 0, h.n_past, h.n_past));
+  check_context_ids(meta, n_tokens, path);
   const std::optional<double> chosen = f.number_or_null("keep_chosen", 0.0, 1.0);
   PressState state = press_state_from_meta(meta, path);
 
@@ -131,6 +136,12 @@ std::shared_ptr<ServedContext> KvcContextCodec::decode(const uint8_t* data, size
   b->seq.stats = engine_.new_stats(spec.press.needs().stats);
   b->seq.state = std::move(state);
   b->n_tokens = n_tokens;
+  if (meta.contains("context_ids") && meta.at("context_ids").is_array()) {  // checked above; kept for a re-save
+    b->tokens = meta.at("context_ids").get<std::vector<int32_t>>();
+    for (const int32_t t : b->tokens)
+      if (t >= model_.hp.n_vocab)
+        fail("{}: header field 'context_ids' holds {}, outside the model's vocabulary of {}", path, t, model_.hp.n_vocab);
+  }
   b->full_slots = full_slots;
   b->full_bytes = full_bytes ? full_bytes : full_context_bytes(b->seq.cache->layout(), n_tokens);
   b->result.slots_before = full_slots;
