@@ -94,6 +94,8 @@ void HeadChecker::end_field() {
   head_.fields.emplace_back(std::move(name), value_.substr(b, e - b));
   name_.clear();
   value_.clear();
+  if (head_.fields.size() > kMaxFields)
+    refuse(Verdict::HeadersTooLarge, fmt::format("the request has more than {} header fields", kMaxFields));
 }
 
 void HeadChecker::take(char ch) {
@@ -139,6 +141,7 @@ void HeadChecker::take(char ch) {
     case State::FieldLF:
       if (c != '\n') return refuse(Verdict::Bad, "a CR not followed by LF (a bare CR is not accepted)");
       if (state_ == State::FieldLF) end_field();
+      if (verdict_ != Verdict::More) return;
       in_request_line_ = false;
       line_bytes_ = 0;
       state_ = State::FieldStart;

@@ -7,7 +7,8 @@
 //                name ":" OWS value OWS CRLF (name a token; value visible bytes, obs-text, SP and
 //                HTAB, so no NUL, bare CR or other control), then CRLF. A line longer than
 //                kMaxLineBytes (CRLF included) is refused (414 for the request line, 431 for a
-//                field line), and so is a head longer than its byte cap (431). It keeps the raw
+//                field line), and so is a head longer than its byte cap or with more than
+//                kMaxFields fields (431). It keeps the raw
 //                field values (as sent, OWS trimmed) for the checks that must not see httplib's
 //                decoded copy: framing, Host, Origin, authentication.
 //   ChunkChecker chunk = 1*HEXDIG [ BWS ";" chunk-ext ] CRLF data CRLF, a last chunk of 0 and an
@@ -27,6 +28,9 @@ namespace kvs::server {
 // (CPPHTTPLIB_REQUEST_URI_MAX_LENGTH, CPPHTTPLIB_HEADER_MAX_LENGTH), enforced here first so that
 // every over-long line gets the same answer (414 / 431) whatever httplib would have said.
 inline constexpr size_t kMaxLineBytes = 8192;
+// The most header fields one request may have (Apache's LimitRequestFields is 100): bounds what
+// a head costs held as fields (here and in httplib's map), not only its bytes.
+inline constexpr size_t kMaxFields = 256;
 
 // A request's header fields as sent: names lower case, values with surrounding OWS removed.
 struct HeadFields {

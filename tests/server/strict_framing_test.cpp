@@ -211,6 +211,14 @@ TEST_F(StrictFraming, LineAndHeadLimitsAsDocumented) {
   const std::string r = test::raw_exchange(s.port(), many + head_rest);
   EXPECT_EQ(test::raw_status(r), 431) << r.substr(0, 300);
   EXPECT_EQ(test::raw_body_json(r)["error"]["code"], "headers_too_large");
+  // Header fields are counted too: 254 short ones (with Host and Connection: 256) pass, one more
+  // is 431 (a head of 10,000 tiny fields would cost far more held than its bytes).
+  std::string fields;
+  for (size_t i = 0; i + 2 < server::kMaxFields; ++i) fields += "X-" + std::to_string(i) + ": v\r\n";
+  EXPECT_EQ(test::raw_status(test::raw_exchange(s.port(), req + fields + head_rest)), 200);
+  const std::string more = test::raw_exchange(s.port(), req + fields + "X-One-More: v\r\n" + head_rest);
+  EXPECT_EQ(test::raw_status(more), 431) << more.substr(0, 300);
+  EXPECT_NE(test::raw_body_json(more)["error"]["message"].get<std::string>().find("header fields"), std::string::npos);
 }
 
 // The checkers alone, on inputs cut at every byte (a head or a chunked body arrives in any pieces).
