@@ -1,4 +1,4 @@
-// Issue 58 item 8: an API key no client could send is refused at start-up (a usage error, exit 1),
+// An API key no client could send is refused at start-up (a usage error, exit 1),
 // and --api-key-file gives the key without showing it in `ps`.
 #include <gtest/gtest.h>
 #include <signal.h>

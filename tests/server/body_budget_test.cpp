@@ -1,4 +1,4 @@
-// Issue 58 item 3: the memory budget for request bodies bounds what they cost, parsing included.
+// The memory budget for request bodies bounds what they cost, parsing included.
 // Before, the 256 MiB budget counted raw bytes only, and 34-100 refused 8 MB requests pushed the
 // server to ~1 GiB (a body is copied by the JSON lexer, the DOM and the request: ~4x). Here many
 // clients send bodies at the limit at once; the server's peak RSS must stay within the budget

@@ -214,7 +214,7 @@ TEST_F(HostileClients, EndlessHeadersRefused) {
   const std::string big = test::raw_exchange(
       s.port(), "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + std::string(100 << 10, 'a') + "\r\n\r\n");
   EXPECT_EQ(test::raw_status(big), 431) << big.substr(0, 200);
-  // A request line over its 8 KiB (issue 58: 414 for an over-long target, as documented).
+  // A request line over its 8 KiB: 414 for an over-long target, as documented.
   const std::string line = test::raw_exchange(s.port(), "GET /" + std::string(100 << 10, 'a'));
   EXPECT_EQ(test::raw_status(line), 414) << line.substr(0, 200);
   const auto t = Clock::now();
@@ -259,7 +259,7 @@ TEST_F(HostileClients, PerClientConnectionCap) {
   EXPECT_GT(test::metric(test::get(s, "/metrics").body, "kvshrink_http_connections_rejected_total{reason=\"per_client\"}"), 0);
 }
 
-// Issue 58 item 5: past the per-client cap (one address holding many idle connections: loopback,
+// Past the per-client cap (one address holding many idle connections: loopback,
 // or everything behind one proxy) /health still answers; any other request from that address
 // gets 503 too_many_connections, and a silent extra connection gets it within a second.
 TEST_F(HostileClients, HealthAnswersPastThePerClientCap) {

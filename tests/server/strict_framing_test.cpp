@@ -1,4 +1,4 @@
-// Strict RFC 9112 framing over raw sockets (issue 58 items 4 and 8): every shape RFC 9112 says to
+// Strict RFC 9112 framing over raw sockets: every shape RFC 9112 says to
 // refuse gets a 400 (never a second request read from what a proxy would call a body), chunk sizes
 // past the limit a 413 at once, and the line and head limits answer 414 / 431 exactly as
 // docs/server.md states them.
@@ -155,7 +155,7 @@ TEST_F(StrictFraming, MalformedContentLengthCannotSmuggleASecondRequest) {
   EXPECT_EQ(responses_in(two), 2) << two;
 }
 
-// Item 8: a chunk size far past the body limit is a 413 as soon as it is read (before: the server
+// A chunk size far past the body limit is a 413 as soon as it is read (before: the server
 // waited for the chunk and answered 408 after the timeout).
 TEST_F(StrictFraming, HugeChunkSizeIs413AtOnce) {
   test::TestServer s(*model_, options());
@@ -176,7 +176,7 @@ TEST_F(StrictFraming, HugeChunkSizeIs413AtOnce) {
   EXPECT_EQ(test::raw_status(r), 413) << r.substr(0, 300);
 }
 
-// Item 8: the documented limits, exactly: a request line of 8 KiB (CRLF included) is served, one
+// The documented limits, exactly: a request line of 8 KiB (CRLF included) is served, one
 // byte more is 414; a header line likewise with 431; the whole head over 64 KiB is 431.
 TEST_F(StrictFraming, LineAndHeadLimitsAsDocumented) {
   test::TestServer s(*model_, options());

@@ -415,7 +415,7 @@ def percentile(xs, q):
 def one_address_phase(srv, n, duration):
     """`n` idle connections from 127.0.0.1 (the loopback deployment, or everything behind one proxy:
     one address), reopened when the server closes them, while /health is probed from that same
-    address every 0.5 s. Issue 58: past the per-client cap /health must still answer."""
+    address every 0.5 s: past the per-client cap /health must still answer."""
     stop = threading.Event()
     conns = []
 
