@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "press/params.h"
+#include "server/request_guard.h"
 #include "server/server.h"
 
 namespace kvs::cli {
@@ -23,7 +24,7 @@ struct ServeCliOptions {
   EngineOptions eng;
   std::string host = "127.0.0.1";
   int port = 8080;
-  std::string api_key, api_key_env = "KVSHRINK_API_KEY";
+  std::string api_key, api_key_file, api_key_env = "KVSHRINK_API_KEY";
   std::string max_kv_bytes = "0";
   std::string contexts_dir, model_id;
   std::string contexts_url, contexts_prefix = "kvshrink:", contexts_password_file;
@@ -84,14 +85,30 @@ void run_serve(ServeCliOptions o) {
   } catch (const Error& e) {
     fail("--max-kv-bytes must be a byte count (suffix K, M or G allowed) or 0, got '{}'", o.max_kv_bytes);
   }
-  // An empty key would silently turn authentication off: refuse it, wherever it comes from.
+  // The key: --api-key, --api-key-file (its first line: not visible in `ps`) or the environment.
+  // An empty key would silently turn authentication off, and one a client cannot send (only
+  // whitespace, a control character) would lock everyone out: refuse both, wherever they come from.
+  if (o.api_key_given && !o.api_key_file.empty()) fail("give --api-key or --api-key-file, not both");
+  std::string key_source = "--api-key";
+  if (!o.api_key_file.empty()) {
+    std::string k = read_file(o.api_key_file);
+    k = k.substr(0, k.find_first_of("\r\n"));
+    if (k.empty()) fail("--api-key-file {}: the file's first line is empty", o.api_key_file);
+    o.api_key = k;
+    o.api_key_given = true;
+    key_source = "--api-key-file " + o.api_key_file + ": the key";
+  }
   if (o.api_key_given && o.api_key.empty()) fail("--api-key must not be empty (leave the option out to run without a key)");
   if (o.api_key.empty() && !o.api_key_env.empty()) {
     if (const char* k = std::getenv(o.api_key_env.c_str())) {
       if (!*k) fail("${} is set but empty (unset it to run without a key)", o.api_key_env);
       o.api_key = k;
+      key_source = "$" + o.api_key_env;
     }
   }
+  if (!o.api_key.empty())
+    if (const std::string why = server::api_key_problem(o.api_key); !why.empty())
+      fail("{} {} (no client could send it in 'Authorization: Bearer KEY')", key_source, why);
 
   // SIGINT / SIGTERM stop the server from a thread of their own: the handler only writes to a
   // pipe (a mask would not do: OpenBLAS starts its threads before main, with the signals open).
@@ -180,6 +197,8 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--port", o->port, "port (0: any free port, printed at start)")->capture_default_str();
   cmd->add_option("--api-key", o->api_key, "require 'Authorization: Bearer KEY' (default: $KVSHRINK_API_KEY if set)")
       ->each([o](const std::string&) { o->api_key_given = true; });
+  cmd->add_option("--api-key-file", o->api_key_file,
+                  "file whose first line is the API key (kept out of `ps`, unlike --api-key)");
   cmd->add_option("--max-kv-bytes", o->max_kv_bytes, "cap on KV cache bytes for all sequences and contexts (K/M/G; 0 = none)")
       ->capture_default_str();
   cmd->add_option("--parallel", o->sched.parallel, "sequences decoded together at most")->capture_default_str();

@@ -18,7 +18,8 @@ int ms_until(std::chrono::steady_clock::time_point t) {
 
 }  // namespace
 
-ConnStream::ConnStream(Connection& c, const ConnectionLimits& lim) : conn_(c), lim_(lim) {}
+ConnStream::ConnStream(Connection& c, const ConnectionLimits& lim)
+    : conn_(c), lim_(lim), head_check_(lim.max_header_bytes) {}
 
 void ConnStream::set_deadline(double seconds) {
   deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
@@ -61,14 +62,15 @@ ssize_t ConnStream::fill() {
   }
 }
 
-bool ConnStream::await_request() {
+bool ConnStream::await_request(double idle_s) {
   conn_.set_phase(ConnPhase::Idle);
   request_bytes_ = phase_bytes_ = 0;
   body_mode_ = BodyMode::None;
   body_left_ = 0;
   body_done_ = true;
+  head_check_.reset();
   if (pos_ == len_) {
-    set_deadline(lim_.idle_timeout_s);
+    set_deadline(idle_s < 0 ? lim_.idle_timeout_s : idle_s);
     if (fill() <= 0) return false;
   }
   if (conn_.evicted || conn_.woken) return false;
@@ -77,9 +79,10 @@ bool ConnStream::await_request() {
   return true;
 }
 
-void ConnStream::begin_body(BodyMode mode, uint64_t length, size_t max_raw) {
+void ConnStream::begin_body(BodyMode mode, uint64_t length, size_t max_raw, uint64_t max_content) {
   conn_.set_phase(ConnPhase::Body);
   max_raw_body_ = max_raw;
+  chunk_check_.reset(max_content);
   body_mode_ = mode;
   body_left_ = mode == BodyMode::Length ? length : 0;
   body_done_ = mode == BodyMode::None || (mode == BodyMode::Length && length == 0);
@@ -90,31 +93,68 @@ void ConnStream::begin_body(BodyMode mode, uint64_t length, size_t max_raw) {
 void ConnStream::end_body(bool complete) {
   conn_.set_phase(ConnPhase::Handler);
   if (complete && body_mode_ == BodyMode::Length && body_left_ == 0) body_done_ = true;
-  if (complete && body_mode_ == BodyMode::Chunked) body_done_ = true;
+  if (complete && body_mode_ == BodyMode::Chunked && chunk_check_.verdict() == ChunkChecker::Verdict::Done)
+    body_done_ = true;
   body_mode_ = BodyMode::None;  // nothing more is read for this request
 }
 
 ssize_t ConnStream::read(char* ptr, size_t size) {
   const ConnPhase ph = conn_.get_phase();
   if (ph == ConnPhase::Handler) return 0;
+  if (ph == ConnPhase::Headers && head_check_.verdict() == HeadChecker::Verdict::Done) return 0;  // the body is next
   if (ph == ConnPhase::Body) {
     if (body_mode_ == BodyMode::None) return 0;
     if (body_mode_ == BodyMode::Length) {
       if (body_left_ == 0) return 0;
       size = static_cast<size_t>(std::min<uint64_t>(size, body_left_));
     }
+    if (body_mode_ == BodyMode::Chunked && chunk_check_.verdict() == ChunkChecker::Verdict::Done) return 0;
   }
   if (pos_ == len_) {
     const ssize_t n = fill();
     if (n <= 0) return n;
   }
-  const size_t n = std::min(size, len_ - pos_);
-  // Caps on what one request may make us read: the request line and headers, and the raw body
-  // (a chunked body's framing included; its content is capped by the handler, in bytes kept).
-  const size_t cap = ph == ConnPhase::Body ? max_raw_body_ : lim_.max_header_bytes;
-  if (phase_bytes_ + n > cap && !(ph == ConnPhase::Body && body_mode_ == BodyMode::Length)) {
-    failure_ = ph == ConnPhase::Body ? Failure::BodyTooLarge : Failure::HeadersTooLarge;
-    return -1;
+  size_t n = std::min(size, len_ - pos_);
+  if (ph != ConnPhase::Body) {
+    // The request line and headers, checked before httplib sees them (and capped in bytes).
+    n = head_check_.feed(buf_ + pos_, n);
+    switch (head_check_.verdict()) {
+      case HeadChecker::Verdict::More:
+      case HeadChecker::Verdict::Done:
+        break;
+      case HeadChecker::Verdict::Bad:
+        failure_ = Failure::BadRequest;
+        why_ = head_check_.why();
+        return -1;
+      case HeadChecker::Verdict::UriTooLong:
+        failure_ = Failure::UriTooLong;
+        why_ = head_check_.why();
+        return -1;
+      case HeadChecker::Verdict::HeadersTooLarge:
+        failure_ = Failure::HeadersTooLarge;
+        why_ = head_check_.why();
+        return -1;
+    }
+  } else {
+    // The raw body is capped (a chunked body's framing included; its content is capped by the
+    // handler, in bytes kept), and chunked framing is checked as it passes.
+    if (phase_bytes_ + n > max_raw_body_ && body_mode_ != BodyMode::Length) {
+      failure_ = Failure::BodyTooLarge;
+      return -1;
+    }
+    if (body_mode_ == BodyMode::Chunked) {
+      n = chunk_check_.feed(buf_ + pos_, n);
+      if (chunk_check_.verdict() == ChunkChecker::Verdict::TooLarge) {
+        failure_ = Failure::BodyTooLarge;
+        why_ = chunk_check_.why();
+        return -1;
+      }
+      if (chunk_check_.verdict() == ChunkChecker::Verdict::Bad) {
+        failure_ = Failure::BadRequest;
+        why_ = chunk_check_.why();
+        return -1;
+      }
+    }
   }
   std::memcpy(ptr, buf_ + pos_, n);
   pos_ += n;

@@ -3,21 +3,26 @@
 // request line and headers, the body; every write), a byte cap on the request line and headers,
 // and the body's framing taken from the validated headers — a request with neither Content-Length
 // nor chunked Transfer-Encoding has no body (RFC 9112 6.3), so httplib never waits for one until
-// the client closes. httplib's Server::process_request parses and answers through this stream
-// (http_server.cpp runs the keep-alive loop).
+// the client closes. The request head and a chunked body are checked byte by byte as they are
+// read (http_framing.h: strict RFC 9112), so httplib never acts on framing it reads leniently.
+// httplib's Server::process_request parses and answers through this stream (http_server.cpp runs
+// the keep-alive loop).
 #pragma once
 #include <httplib.h>
 
 #include <chrono>
 #include <cstdint>
 
+#include "server/http_framing.h"
 #include "server/http_listener.h"
 
 namespace kvs::server {
 
 class ConnStream : public httplib::Stream {
  public:
-  enum class Failure { None, Timeout, HeadersTooLarge, BodyTooLarge, Error };
+  // BadRequest: the head or the chunked framing broke RFC 9112 (why() says how); UriTooLong: the
+  // request line is longer than kMaxLineBytes.
+  enum class Failure { None, Timeout, HeadersTooLarge, UriTooLong, BadRequest, BodyTooLarge, Error };
   enum class BodyMode { None, Length, Chunked };
 
   ConnStream(Connection& c, const ConnectionLimits& lim);
@@ -25,12 +30,13 @@ class ConnStream : public httplib::Stream {
   // Waits (up to the idle timeout) for the first byte of the next request; then the request line
   // and headers must come within the header timeout. False when none came: the client closed,
   // the timeout passed (failure() == Timeout) or the connection was woken for eviction or stop.
-  bool await_request();
+  // `idle_s` < 0: the idle timeout.
+  bool await_request(double idle_s = -1);
   // The headers are in (validated): the body that follows is none, `length` bytes, or chunked,
   // and must come within the body timeout; at most `max_raw` bytes of it are read (a chunked
-  // body's framing included: the handler caps its content). Until end_body(true) the connection
-  // cannot be reused.
-  void begin_body(BodyMode mode, uint64_t length, size_t max_raw);
+  // body's framing included), and a chunk larger than what `max_content` still allows fails at
+  // once (BodyTooLarge). Until end_body(true) the connection cannot be reused.
+  void begin_body(BodyMode mode, uint64_t length, size_t max_raw, uint64_t max_content);
   // The handler read the whole body (keep-alive possible) or gave up on it (the connection closes).
   void end_body(bool complete);
   // True when the next request cannot be read from this connection (an unread or broken body,
@@ -38,6 +44,10 @@ class ConnStream : public httplib::Stream {
   bool must_close() const { return close_ || failure_ != Failure::None || !body_done_; }
   void close_after_response() { close_ = true; }
   Failure failure() const { return failure_; }
+  // Why the head or the chunked framing was refused (BadRequest, UriTooLong, HeadersTooLarge).
+  const std::string& why() const { return why_; }
+  // The current request's header fields exactly as sent (complete once the body begins).
+  const HeadFields& head() const { return head_check_.head(); }
   ConnPhase phase() const { return conn_.get_phase(); }
   bool started() const { return request_bytes_ > 0; }  // bytes of the current request came
   bool peer_closed() const { return peer_closed_; }
@@ -72,6 +82,9 @@ class ConnStream : public httplib::Stream {
   uint64_t body_left_ = 0;
   bool body_done_ = true, close_ = false, peer_closed_ = false, write_failed_ = false;
   Failure failure_ = Failure::None;
+  std::string why_;
+  HeadChecker head_check_;
+  ChunkChecker chunk_check_;
 };
 
 // The connection whose request this thread is serving (handlers run on it), or null.

@@ -148,13 +148,13 @@ void HttpListener::reject(int fd, const char* reason_code, const std::string& me
   ::close(fd);
 }
 
-bool HttpListener::evict_one_locked() {
+bool HttpListener::evict_one_locked(bool probes_only) {
   // The connection that has waited longest for (or in) a request's headers.
   Connection* victim = nullptr;
   int64_t oldest = INT64_MAX;
   for (const auto& [p, c] : open_) {
     const ConnPhase ph = c->get_phase();
-    if ((ph != ConnPhase::Idle && ph != ConnPhase::Headers) || c->evicted) continue;
+    if ((ph != ConnPhase::Idle && ph != ConnPhase::Headers) || c->evicted || (probes_only && !c->probe)) continue;
     const int64_t since = c->waiting_since_ns.load();
     if (since < oldest) {
       oldest = since;
@@ -190,13 +190,19 @@ void HttpListener::accept_one(int fd) {
     }
     int& mine = per_client_[c->peer_ip];
     if (lim_.max_connections_per_client > 0 && mine >= lim_.max_connections_per_client) {
-      ++stats_.rejected_per_client;
-      if (mine == 0) per_client_.erase(c->peer_ip);
-      l.unlock();
-      return reject(fd, "too_many_connections",
-                    fmt::format("this client has {} connections open, the most this server allows per client "
-                                "(--max-connections-per-client); retry later",
-                                lim_.max_connections_per_client));
+      // Over the per-client cap: a probe (it may ask for /health), while probe slots last or one
+      // can be freed by closing the probe that has waited longest.
+      int probes = 0;
+      for (const auto& [p, o] : open_) probes += o->probe && !o->evicted;
+      if (probes >= kProbeConnections && !evict_one_locked(/*probes_only=*/true)) {
+        ++stats_.rejected_per_client;
+        l.unlock();
+        return reject(fd, "too_many_connections",
+                      fmt::format("this client has {} connections open, the most this server allows per client "
+                                  "(--max-connections-per-client); retry later",
+                                  lim_.max_connections_per_client));
+      }
+      c->probe = true;
     }
     // At the cap: make room by evicting a connection that is not in a request (it closes soon;
     // the count drops when its thread ends, so up to a few connections over the cap for a moment).
@@ -210,7 +216,10 @@ void HttpListener::accept_one(int fd) {
                     fmt::format("the server has {} connections open, its limit (--max-connections); retry later",
                                 lim_.max_connections));
     }
-    ++mine;
+    if (c->probe)
+      ++stats_.probes;
+    else
+      ++mine;
     ++stats_.accepted;
     open_[raw] = std::move(c);
   }
@@ -227,7 +236,7 @@ void HttpListener::accept_one(int fd) {
     // No thread for it (resource limits): refuse, never crash.
     {
       std::lock_guard<std::mutex> l(mu_);
-      if (--per_client_[raw->peer_ip] == 0) per_client_.erase(raw->peer_ip);
+      if (!raw->probe && --per_client_[raw->peer_ip] == 0) per_client_.erase(raw->peer_ip);
       open_.erase(raw);
     }
     reject(fd, "too_many_connections", "the server cannot start a thread for this connection; retry later");
@@ -238,7 +247,7 @@ void HttpListener::finished(Connection* c) {
   std::lock_guard<std::mutex> l(mu_);
   // Closed under the lock: evict/close_all never shut down a descriptor number already reused.
   ::close(c->fd);
-  if (--per_client_[c->peer_ip] <= 0) per_client_.erase(c->peer_ip);
+  if (!c->probe && --per_client_[c->peer_ip] <= 0) per_client_.erase(c->peer_ip);
   open_.erase(c);
   if (open_.empty()) drained_.notify_all();
 }
@@ -269,6 +278,11 @@ void HttpListener::close_all() {
     c->woken = true;
     ::shutdown(c->fd, SHUT_RDWR);
   }
+}
+
+void HttpListener::probe_refused() {
+  std::lock_guard<std::mutex> l(mu_);
+  ++stats_.rejected_per_client;
 }
 
 ListenerStats HttpListener::stats() const {

@@ -6,8 +6,13 @@
 // At the total cap a new connection evicts the connection that has waited longest for (or in)
 // the headers of a request — an idle keep-alive socket, or a slow client still sending its request
 // line — so that slow or idle clients cannot keep /health and real requests out. With none to
-// evict, and beyond the per-client cap, the new connection gets an immediate 503 with
-// Retry-After, never silence.
+// evict, the new connection gets an immediate 503 with Retry-After, never silence.
+//
+// Beyond the per-client cap a connection is still taken as a "probe" (at most kProbeConnections
+// at once; a new one evicts the probe that has waited longest): it may send one request within
+// kProbeWaitS, and only `GET /health` is answered — anything else, or nothing, gets 503
+// `too_many_connections` — so that health checks from an address that holds many connections
+// (loopback, one proxy) still get through.
 //
 // Shutdown: stop_accepting() closes the listening socket; connections waiting for a request are
 // woken and closed; the caller waits for the others (wait_drained) and finally shuts them down
@@ -41,6 +46,11 @@ struct ConnectionLimits {
   int max_requests_per_connection = 1000;
 };
 
+// Connections over the per-client cap that may still ask for /health, and how long each may wait
+// for its request.
+inline constexpr int kProbeConnections = 16;
+inline constexpr double kProbeWaitS = 1.0;
+
 // What a connection is doing, for eviction and shutdown.
 enum class ConnPhase : int { Idle, Headers, Body, Handler };
 
@@ -56,6 +66,7 @@ struct Connection {
   std::atomic<int64_t> waiting_since_ns{0};
   std::atomic<bool> evicted{false};        // shut down to make room: answer 503
   std::atomic<bool> woken{false};          // shut down for the server's stop
+  bool probe = false;                      // over the per-client cap: /health only (set before serving)
 
   // Idle after a response (or at accept) starts a new wait; Idle -> Idle and Idle -> Headers keep it.
   void set_phase(ConnPhase p);
@@ -68,6 +79,7 @@ struct ListenerStats {
   uint64_t accepted = 0;
   uint64_t rejected_total_cap = 0, rejected_per_client = 0, rejected_stopping = 0;
   uint64_t evicted = 0;
+  uint64_t probes = 0;  // connections taken over the per-client cap (for /health only)
 };
 
 class HttpListener {
@@ -92,11 +104,15 @@ class HttpListener {
   // Shuts every open connection down (their threads then end quickly).
   void close_all();
   ListenerStats stats() const;
+  // A probe connection was refused (its request was not /health, or none came): counted as a
+  // per-client rejection.
+  void probe_refused();
 
  private:
   void accept_one(int fd);
   void reject(int fd, const char* reason_code, const std::string& message);
-  bool evict_one_locked();
+  // Evicts the longest-waiting connection (among probes only, when `probes_only`); false if none.
+  bool evict_one_locked(bool probes_only = false);
   void finished(Connection* c);
 
   ConnectionLimits lim_;
@@ -108,7 +124,7 @@ class HttpListener {
   mutable std::mutex mu_;
   std::condition_variable drained_;
   std::map<Connection*, std::unique_ptr<Connection>> open_;
-  std::map<std::string, int> per_client_;
+  std::map<std::string, int> per_client_;  // connections per address, probes not counted
   ListenerStats stats_;
 };
 

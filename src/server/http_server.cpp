@@ -5,9 +5,11 @@
 
 #include <fmt/format.h>
 #include <httplib.h>
+#include <malloc.h>
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <cctype>
 #include <chrono>
 #include <ctime>
 
@@ -75,6 +77,7 @@ const char* reason_phrase(int status) {
   switch (status) {
     case 408: return "Request Timeout";
     case 413: return "Payload Too Large";
+    case 414: return "URI Too Long";
     case 431: return "Request Header Fields Too Large";
     case 503: return "Service Unavailable";
     default: return "Bad Request";
@@ -102,8 +105,26 @@ ApiError timeout_error(ConnPhase ph, const ConnectionLimits& lim) {
                   "invalid_request_error", "", "request_timeout");
 }
 
+// The refusals of a head or chunked framing that broke RFC 9112 or a size limit (http_framing.h).
+ApiError malformed_error(const std::string& why) {
+  return bad_request(fmt::format("malformed HTTP request: {}", why), "", "bad_request");
+}
+ApiError uri_too_long_error(const std::string& why) {
+  return ApiError(414, why, "invalid_request_error", "", "uri_too_long");
+}
+ApiError headers_too_large_error(const std::string& why) {
+  return ApiError(431, why, "invalid_request_error", "", "headers_too_large");
+}
+
 ApiError evicted_error() {
   return ApiError(503, "the server is at its connection limit and closed this idle or slow connection; retry",
+                  "server_error", "", "too_many_connections");
+}
+
+ApiError per_client_error(const ConnectionLimits& lim) {
+  return ApiError(503, fmt::format("this client has {} connections open, the most this server allows per client "
+                                   "(--max-connections-per-client); only GET /health is answered beyond; retry later",
+                                   lim.max_connections_per_client),
                   "server_error", "", "too_many_connections");
 }
 
@@ -128,6 +149,9 @@ void drain_briefly(int fd, int ms) {
 
 thread_local ConnStream* t_stream = nullptr;
 
+// A request that charged this much of the body budget returns its freed memory when done.
+constexpr size_t kTrimAfterBytes = size_t{4} << 20;
+
 }  // namespace
 
 ConnStream* current_conn_stream() { return t_stream; }
@@ -150,7 +174,8 @@ HttpServer::HttpServer(const Model& model, Scheduler& scheduler, Metrics& metric
       opt_(std::move(opt)),
       guard_(GuardOptions{opt_.host, opt_.allowed_hosts, opt_.allow_origins, opt_.api_key, opt_.limits.max_body_bytes}),
       listener_(opt_.connections),
-      svr_(std::make_unique<Httpd>()) {
+      svr_(std::make_unique<Httpd>()),
+      bodies_(opt_.connections.max_body_buffer_bytes) {
   const ConnectionLimits& c = opt_.connections;
   auto positive = [](const char* name, double v) {
     if (!(v > 0) || v > 86400) fail("{} must be in (0, 86400] seconds, got {}", name, v);
@@ -188,9 +213,13 @@ HttpServer::HttpServer(const Model& model, Scheduler& scheduler, Metrics& metric
     } else if (s && s->failure() == ConnStream::Failure::Timeout) {
       send_error(res, timeout_error(s->phase(), opt_.connections));
     } else if (s && s->failure() == ConnStream::Failure::HeadersTooLarge) {
-      send_error(res, ApiError(431, fmt::format("the request line and headers are larger than {} bytes",
-                                                opt_.connections.max_header_bytes),
-                               "invalid_request_error", "", "headers_too_large"));
+      send_error(res, headers_too_large_error(s->why()));
+    } else if (s && s->failure() == ConnStream::Failure::UriTooLong) {
+      send_error(res, uri_too_long_error(s->why()));
+    } else if (s && s->failure() == ConnStream::Failure::BadRequest) {
+      send_error(res, s->phase() == ConnPhase::Headers
+                          ? malformed_error(s->why())
+                          : bad_request("malformed chunked body: " + s->why(), "", "bad_framing"));
     } else if (res.status == 413 || (s && s->failure() == ConnStream::Failure::BodyTooLarge)) {
       send_error(res, ApiError(413, fmt::format("the request body is larger than this server's limit of {} bytes",
                                                 opt_.limits.max_body_bytes),
@@ -250,37 +279,52 @@ void HttpServer::send_error(httplib::Response& res, const ApiError& e) const {
 bool HttpServer::guard(const httplib::Request& req, httplib::Response& res) {
   t_request_start = Clock::now();
   ConnStream* s = t_stream;
+  // The fields as sent (the stream checked them); httplib's copy only where no stream is ours.
+  HeadFields own;
+  if (!s) {
+    own.version = req.version;
+    for (const auto& [k, v] : req.headers) {
+      std::string name = k;
+      for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      own.fields.emplace_back(std::move(name), v);
+    }
+  }
+  const HeadFields& h = s ? s->head() : own;
   try {
-    const Framing f = guard_.framing(req);
+    const Framing f = guard_.framing(h);
     if (s)
       s->begin_body(f.kind == Framing::Kind::Chunked  ? ConnStream::BodyMode::Chunked
                     : f.kind == Framing::Kind::Length ? ConnStream::BodyMode::Length
                                                       : ConnStream::BodyMode::None,
-                    f.length, 2 * opt_.limits.max_body_bytes + (64 << 10));
+                    f.length, 2 * opt_.limits.max_body_bytes + (64 << 10), opt_.limits.max_body_bytes);
     if (listener_.stopping()) throw stopping_error();
     const bool health = req.path == "/health" && (req.method == "GET" || req.method == "HEAD");
     if (health) return false;  // open: probes come with any Host, no key
-    guard_.check_host(req);
-    const std::optional<std::string> origin = guard_.check_origin(req);
+    if (s && s->connection().probe) {
+      listener_.probe_refused();
+      throw per_client_error(opt_.connections);
+    }
+    guard_.check_host(h);
+    const std::optional<std::string> origin = guard_.check_origin(h);
     if (origin) {
       res.set_header("Access-Control-Allow-Origin", *origin);
       res.set_header("Vary", "Origin");
       res.set_header("Access-Control-Expose-Headers", "Retry-After");
     }
     const RouteInfo r = route_of(req.path);
-    if (req.method == "OPTIONS" && origin && req.has_header("Access-Control-Request-Method")) {
+    if (req.method == "OPTIONS" && origin && h.has("access-control-request-method")) {
       // A CORS preflight from an allowed origin.
       if (!r.found) throw not_found(fmt::format("no endpoint {}", req.path.substr(0, 200)), "unknown_url");
       res.status = 204;
       res.set_header("Access-Control-Allow-Methods", r.allow);
-      std::string hdrs = req.get_header_value("Access-Control-Request-Headers");
+      std::string hdrs = h.value("access-control-request-headers");
       for (char c : hdrs)
         if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == ',' || c == ' ')) hdrs.clear();
       res.set_header("Access-Control-Allow-Headers", hdrs.empty() ? "Authorization, Content-Type" : hdrs);
       res.set_header("Access-Control-Max-Age", "600");
       return true;
     }
-    if (!guard_.authorized(req)) {
+    if (!guard_.authorized(h)) {
       res.set_header("WWW-Authenticate", "Bearer");
       throw ApiError(401, "missing or invalid API key: send 'Authorization: Bearer KEY'", "authentication_error", "",
                      "invalid_api_key");
@@ -293,10 +337,9 @@ bool HttpServer::guard(const httplib::Request& req, httplib::Response& res) {
                                       req.path.substr(0, 200), r.allow),
                      "invalid_request_error", "", "method_not_allowed");
     }
-    if (r.json_body && req.method == "POST" && !RequestGuard::is_json_content_type(req.get_header_value("Content-Type")))
+    if (r.json_body && req.method == "POST" && !RequestGuard::is_json_content_type(h.value("content-type")))
       throw ApiError(415, fmt::format("the body must be JSON sent as 'Content-Type: application/json' (got '{}')",
-                                      req.has_header("Content-Type") ? req.get_header_value("Content-Type").substr(0, 100)
-                                                                     : "none"),
+                                      h.has("content-type") ? h.value("content-type").substr(0, 100) : "none"),
                      "invalid_request_error", "", "unsupported_media_type");
     return false;
   } catch (const ApiError& e) {
@@ -307,24 +350,43 @@ bool HttpServer::guard(const httplib::Request& req, httplib::Response& res) {
 }
 
 bool HttpServer::read_body(const httplib::Request&, httplib::Response& res, const httplib::ContentReader& reader,
-                           std::string& body) {
+                           std::string& body, size_t& charged) {
   ConnStream* s = t_stream;
   const size_t limit = opt_.limits.max_body_bytes;
-  const size_t budget = opt_.connections.max_body_buffer_bytes;
-  bool too_large = false, no_room = false;
-  const bool ok = reader([&](const char* d, size_t n) {
-    if (body.size() + n > limit) {
-      too_large = true;
-      return false;
-    }
-    if (body_bytes_.fetch_add(n) + n > budget) {
-      body_bytes_ -= n;
-      no_room = true;
-      return false;
-    }
-    body.append(d, n);
+  const size_t max_values = opt_.limits.max_json_values();
+  // What a body of `bytes` costs in all (body_budget.h), taken from the budget as it grows.
+  const auto charge_for = [&](size_t bytes) {
+    const size_t cost = BodyBudget::cost_of(bytes, max_values);
+    if (cost <= charged) return true;
+    if (!bodies_.try_take(cost - charged)) return false;
+    charged = cost;
     return true;
-  });
+  };
+  bool too_large = false, no_room = false, ok = false;
+  Framing f;
+  if (s) f = guard_.framing(s->head());  // validated before routing: does not throw here
+  if (f.kind == Framing::Kind::Length && !charge_for(static_cast<size_t>(f.length))) {
+    no_room = true;  // refused before a byte of the body is read
+  } else {
+    if (f.kind == Framing::Kind::Length) body.reserve(static_cast<size_t>(f.length));
+    ok = reader([&](const char* d, size_t n) {
+      if (body.size() + n > limit) {
+        too_large = true;
+        return false;
+      }
+      if (body.size() + n > body.capacity()) {
+        // A chunked body grows by doubling, charged for its capacity before it grows.
+        const size_t cap = std::min(limit, std::max(body.size() + n, 2 * body.capacity()));
+        if (!charge_for(cap)) {
+          no_room = true;
+          return false;
+        }
+        body.reserve(cap);
+      }
+      body.append(d, n);
+      return true;
+    });
+  }
   if (s) s->end_body(ok);
   if (ok) return true;
   if (s) s->close_after_response();
@@ -334,11 +396,14 @@ bool HttpServer::read_body(const httplib::Request&, httplib::Response& res, cons
                                               limit),
                              "invalid_request_error", "", "request_too_large"));
   } else if (no_room) {
-    send_error(res, ApiError(503, fmt::format("the server holds {} bytes of request bodies, its limit; retry later",
-                                              budget),
+    send_error(res, ApiError(503, fmt::format("the request bodies in flight and their parsing hold {} of this server's "
+                                              "{} bytes for them; retry later",
+                                              bodies_.held(), bodies_.limit()),
                              "server_error", "", "server_busy"));
   } else if (s && s->failure() == ConnStream::Failure::Timeout) {
     send_error(res, timeout_error(ConnPhase::Body, opt_.connections));
+  } else if (s && s->failure() == ConnStream::Failure::BadRequest) {
+    send_error(res, bad_request("malformed chunked body: " + s->why(), "", "bad_framing"));
   } else {
     send_error(res, bad_request("the request body is incomplete or its chunked framing is malformed", "", "bad_framing"));
   }
@@ -349,9 +414,15 @@ void HttpServer::serve_connection(Connection& c) {
   ConnStream s(c, opt_.connections);
   t_stream = &s;
   const ConnectionLimits& lim = opt_.connections;
-  for (int n = 0; n < lim.max_requests_per_connection; ++n) {
-    if (!s.await_request()) {
-      if (c.evicted) {
+  // A connection over the per-client cap gets one request, soon, and only /health is answered.
+  const int max_requests = c.probe ? 1 : lim.max_requests_per_connection;
+  for (int n = 0; n < max_requests; ++n) {
+    if (!s.await_request(c.probe ? std::min(kProbeWaitS, lim.idle_timeout_s) : -1)) {
+      if (c.probe && !c.woken && (c.evicted || !s.peer_closed())) {
+        // Nothing within the probe wait, or closed to make room for a newer probe.
+        listener_.probe_refused();
+        write_refusal(s, per_client_error(lim));
+      } else if (c.evicted) {
         write_refusal(s, evicted_error());
       } else if (s.failure() == ConnStream::Failure::Timeout && n == 0) {
         // A client that connected and sent nothing: say why it is closed (a kept-alive one that
@@ -363,7 +434,7 @@ void HttpServer::serve_connection(Connection& c) {
       }
       break;
     }
-    const bool last = n + 1 == lim.max_requests_per_connection || listener_.stopping();
+    const bool last = n + 1 == max_requests || listener_.stopping();
     bool closed = false;
     const ConnStream::Failure before = s.failure();
     const bool ok = svr_->serve_one(s, last, closed);
@@ -376,8 +447,11 @@ void HttpServer::serve_connection(Connection& c) {
       else if (s.failure() == ConnStream::Failure::Timeout)
         write_refusal(s, timeout_error(ConnPhase::Headers, lim));
       else if (s.failure() == ConnStream::Failure::HeadersTooLarge)
-        write_refusal(s, ApiError(431, fmt::format("the request line is longer than {} bytes", lim.max_header_bytes),
-                                  "invalid_request_error", "", "headers_too_large"));
+        write_refusal(s, headers_too_large_error(s.why()));
+      else if (s.failure() == ConnStream::Failure::UriTooLong)
+        write_refusal(s, uri_too_long_error(s.why()));
+      else if (s.failure() == ConnStream::Failure::BadRequest)
+        write_refusal(s, malformed_error(s.why()));
     }
     if (!ok || closed || last || s.must_close() || listener_.stopping()) break;
   }
@@ -415,13 +489,19 @@ void HttpServer::routes() {
   // JSON endpoints read their body themselves (read_body: capped whatever the framing).
   auto json_post = [this](const char* path, void (HttpServer::*h)(const Request&, Response&, const std::string&)) {
     svr_->Post(path, [this, h](const Request& q, Response& r, const ContentReader& rd) {
-      std::string body;
-      struct Held {  // the body's bytes count against the budget until the handler returns
-        std::atomic<size_t>& total;
-        const std::string& b;
-        ~Held() { total -= b.size(); }
-      } held{body_bytes_, body};
-      if (read_body(q, r, rd, body)) (this->*h)(q, r, body);
+      size_t charged = 0;
+      struct Held {  // the body's cost counts against the budget until the handler returns
+        BodyBudget& budget;
+        const size_t& bytes;
+        ~Held() {
+          budget.give_back(bytes);
+          // Memory freed by a large body and its parse goes back to the system: glibc would keep
+          // it in this thread's arena, and many threads' arenas add up past the budget.
+          if (bytes >= kTrimAfterBytes) ::malloc_trim(0);
+        }
+      } held{bodies_, charged};
+      std::string body;  // freed before `held` gives its cost back
+      if (read_body(q, r, rd, body, charged)) (this->*h)(q, r, body);
     });
   };
   json_post("/v1/completions", &HttpServer::handle_completion);
@@ -450,7 +530,7 @@ std::string HttpServer::render_metrics() const {
   g.rejected_per_client = st.rejected_per_client;
   g.rejected_stopping = st.rejected_stopping;
   g.evicted = st.evicted;
-  g.body_bytes = body_bytes_.load();
+  g.body_bytes = bodies_.held();
   return metrics_.render(g);
 }
 

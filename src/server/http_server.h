@@ -24,6 +24,7 @@
 
 #include "model/model.h"
 #include "server/api_request.h"
+#include "server/body_budget.h"
 #include "server/http_listener.h"
 #include "server/metrics.h"
 #include "server/request_guard.h"
@@ -74,10 +75,11 @@ class HttpServer {
   // The checks before routing (request_guard.h); true when the request was answered here.
   bool guard(const httplib::Request& req, httplib::Response& res);
   void send_error(httplib::Response& res, const ApiError& e) const;
-  // Reads a JSON endpoint's body (capped, within the body timeout, under the memory budget for
-  // bodies); false when refused (the response is set).
+  // Reads a JSON endpoint's body (capped, within the body timeout, its cost taken from the body
+  // budget: body_budget.h; `charged` says how much, to give back when the request is done);
+  // false when refused (the response is set).
   bool read_body(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader,
-                 std::string& body);
+                 std::string& body, size_t& charged);
   void handle_completion(const httplib::Request& req, httplib::Response& res, const std::string& body) {
     handle_generate(req, res, body, false);
   }
@@ -104,7 +106,7 @@ class HttpServer {
   RequestGuard guard_;
   HttpListener listener_;
   std::unique_ptr<Httpd> svr_;
-  std::atomic<size_t> body_bytes_{0};  // request bodies held in memory now (all connections)
+  BodyBudget bodies_;  // what request bodies and their parsing hold now (all connections)
   int port_ = -1;
   int64_t started_ = 0;
 };

@@ -144,8 +144,9 @@ void HttpServer::handle_tokenize(const httplib::Request&, httplib::Response& res
   }
 }
 
-// POST /detokenize {"tokens": [ids]} -> {"content": "text"} (the exact inverse of /tokenize's
-// tokenization: special tokens as their text; SentencePiece's added leading space dropped).
+// POST /detokenize {"tokens": [ids]} -> {"content": "text"}: the tokens' text (special tokens as
+// their text; SentencePiece's added leading space dropped). Bytes that are not valid UTF-8 (a
+// byte token alone, a character cut short) become U+FFFD in the JSON, so it is no exact inverse.
 void HttpServer::handle_detokenize(const httplib::Request&, httplib::Response& res, const std::string& raw) {
   try {
     const RequestLimits& lim = opt_.limits;

@@ -1,4 +1,6 @@
-// The checks every request passes before a handler sees it, as pure functions of its headers:
+// The checks every request passes before a handler sees it, as pure functions of its header
+// fields exactly as sent (http_framing.h: httplib's copy is percent-decoded, and cut at a NUL
+// when read through get_header_value):
 //   - framing: Content-Length must be digits (repeated only with the same value), not combined
 //     with Transfer-Encoding, which may only be `chunked`; a body over the limit is refused from
 //     its Content-Length, before a byte of it is read;
@@ -12,8 +14,6 @@
 //   - JSON endpoints take only `Content-Type: application/json` (a browser can send text/plain,
 //     form or type-less bodies cross-site without a preflight; application/json needs one).
 #pragma once
-#include <httplib.h>
-
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "server/api_error.h"
+#include "server/http_framing.h"
 
 namespace kvs::server {
 
@@ -44,13 +45,13 @@ class RequestGuard {
   explicit RequestGuard(GuardOptions o);
 
   // The body's framing, or the refusal (400 malformed or conflicting, 413 over the limit).
-  Framing framing(const httplib::Request& req) const;  // throws ApiError
+  Framing framing(const HeadFields& h) const;  // throws ApiError
   // Throws ApiError 400 (no or several Host headers on HTTP/1.1) or 403 (a Host not allowed).
-  void check_host(const httplib::Request& req) const;
+  void check_host(const HeadFields& h) const;
   // The Origin header, if any; throws ApiError 403 when it is not allowed.
-  std::optional<std::string> check_origin(const httplib::Request& req) const;
+  std::optional<std::string> check_origin(const HeadFields& h) const;
   bool cors_enabled() const { return !origins_.empty(); }
-  bool authorized(const httplib::Request& req) const;
+  bool authorized(const HeadFields& h) const;
   const std::string& api_key() const { return opt_.api_key; }
 
   // "name", "name:port", "[v6]", "[v6]:port" -> the host, lower case, no trailing dot ("" if malformed).
@@ -66,6 +67,11 @@ class RequestGuard {
   bool bound_wildcard_ = false, any_host_ = false, any_origin_ = false;
   std::vector<std::string> hosts_, origins_;
 };
+
+// Why `key` cannot serve as an API key ("" when it can): a key a client cannot send in
+// `Authorization: Bearer KEY` — empty, only whitespace, whitespace at either end (a header value's
+// surrounding whitespace is not part of it), or a control byte — would lock every client out.
+std::string api_key_problem(const std::string& key);
 
 // Compares without an early exit (the time taken does not depend on where the strings differ).
 bool constant_time_equal(const std::string& a, const std::string& b);

@@ -214,8 +214,9 @@ TEST_F(HostileClients, EndlessHeadersRefused) {
   const std::string big = test::raw_exchange(
       s.port(), "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + std::string(100 << 10, 'a') + "\r\n\r\n");
   EXPECT_EQ(test::raw_status(big), 431) << big.substr(0, 200);
+  // A request line over its 8 KiB: 414 for an over-long target, as documented.
   const std::string line = test::raw_exchange(s.port(), "GET /" + std::string(100 << 10, 'a'));
-  EXPECT_EQ(test::raw_status(line), 431) << line.substr(0, 200);
+  EXPECT_EQ(test::raw_status(line), 414) << line.substr(0, 200);
   const auto t = Clock::now();
   const int fd = test::connect_to(s.port());
   const std::string req = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n";
@@ -256,6 +257,58 @@ TEST_F(HostileClients, PerClientConnectionCap) {
   ::close(other);
   for (int fd : mine) ::close(fd);
   EXPECT_GT(test::metric(test::get(s, "/metrics").body, "kvshrink_http_connections_rejected_total{reason=\"per_client\"}"), 0);
+}
+
+// Past the per-client cap (one address holding many idle connections: loopback,
+// or everything behind one proxy) /health still answers; any other request from that address
+// gets 503 too_many_connections, and a silent extra connection gets it within a second.
+TEST_F(HostileClients, HealthAnswersPastThePerClientCap) {
+  server::ServeOptions o = options();
+  o.http.connections.max_connections = 128;
+  o.http.connections.max_connections_per_client = 8;
+  o.http.connections.idle_timeout_s = 5;
+  test::TestServer s(*model_, o);
+  const std::string addr = "127.0.0.9";
+  std::vector<int> idle;
+  for (int i = 0; i < 60; ++i) {  // 8 under the cap, then more than the probe slots over it
+    const int fd = test::connect_from(s.port(), addr);
+    ASSERT_GE(fd, 0);
+    idle.push_back(fd);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const std::string health = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+  for (int k = 0; k < 9; ++k) {
+    const int fd = test::connect_from(s.port(), addr);
+    ASSERT_GE(fd, 0);
+    ::send(fd, health.data(), health.size(), MSG_NOSIGNAL);
+    const std::string r = test::read_response(fd, 5);
+    ::close(fd);
+    EXPECT_EQ(test::raw_status(r), 200) << "probe " << k << ": " << r.substr(0, 300);
+  }
+  // Other requests from the address over its cap: 503 with Retry-After, at once.
+  const auto t = Clock::now();
+  const int fd = test::connect_from(s.port(), addr);
+  const std::string models = "GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  ::send(fd, models.data(), models.size(), MSG_NOSIGNAL);
+  const std::string r = test::read_response(fd, 5);
+  ::close(fd);
+  EXPECT_EQ(test::raw_status(r), 503) << r.substr(0, 300);
+  EXPECT_EQ(test::raw_body_json(r)["error"]["code"], "too_many_connections");
+  EXPECT_EQ(test::raw_header(r, "Retry-After"), "1");
+  EXPECT_LT(since(t), 2.0);
+  // The extra idle connections were told (503 within the probe wait), the 8 under the cap were not.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  int told = 0;
+  for (int f : idle) {
+    pollfd p{f, POLLIN, 0};
+    if (::poll(&p, 1, 0) > 0 && test::raw_status(test::read_response(f, 1)) == 503) ++told;
+    ::close(f);
+  }
+  EXPECT_EQ(told, 52);
+  // Another address is not affected, and /metrics counts the refusals as per-client ones.
+  const Reply m = test::get(s, "/metrics");
+  EXPECT_EQ(m.status, 200);
+  EXPECT_GE(test::metric(m.body, "kvshrink_http_connections_rejected_total{reason=\"per_client\"}"), 52);
 }
 
 // Defect 4: with the queue full, admission answers 429 and Retry-After whatever the connection

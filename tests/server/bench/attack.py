@@ -412,13 +412,59 @@ def percentile(xs, q):
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else None
 
 
+def one_address_phase(srv, n, duration):
+    """`n` idle connections from 127.0.0.1 (the loopback deployment, or everything behind one proxy:
+    one address), reopened when the server closes them, while /health is probed from that same
+    address every 0.5 s: past the per-client cap /health must still answer."""
+    stop = threading.Event()
+    conns = []
+
+    def hold():
+        while not stop.is_set():
+            try:
+                s = connect(srv.port, timeout=2)
+            except OSError:
+                time.sleep(0.05)
+                continue
+            conns.append(s)
+            try:
+                s.recv(4096)  # the server's 503 / 408, or its close: open another
+            except OSError:
+                pass
+            s.close()
+            time.sleep(0.2)  # idle clients, not a connect flood
+
+    threads = [threading.Thread(target=hold, daemon=True) for _ in range(n)]
+    for t in threads:
+        t.start()
+    time.sleep(1)
+    health = []
+    t0 = time.time()
+    while time.time() - t0 < duration:
+        health.append(health_latency(srv.port))
+        time.sleep(0.5)
+    stop.set()
+    for c in list(conns):
+        try:
+            c.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+    for t in threads:
+        t.join(10)
+    ok = [h for h in health if h is not None]
+    return {"idle_connections": n, "health_ok": f"{len(ok)}/{len(health)}",
+            "health_max_s": round(max(ok), 3) if ok else None, "all_ok": len(ok) == len(health) and bool(health)}
+
+
 def siege(slow_n=100, normal_n=32, seconds=60, quiet_s=20):
     """Issue 23's bounded adversarial benchmark: `normal_n` clients asking completions in a loop,
     alone (quiet) and then beside `slow_n` clients that each trickle a request's headers one byte
     a second from their own address (reconnecting when the server drops them) for `seconds`.
     Reports the normal clients' latency percentiles in both phases, their errors, the server's
     peak RSS and /health; with --check, fails unless the attacked p99 is within 2x of the quiet
-    one, no normal request failed and the peak RSS is under --rss-bound-mib."""
+    one, no normal request failed and the peak RSS is under --rss-bound-mib. A last phase holds
+    --one-address-connections idle connections from the probes' own address: /health must answer
+    every probe."""
     srv = Server(ARGS.serve_args.split() if ARGS.serve_args else [])
     body = {"prompt": "Once upon a time", "max_tokens": ARGS.max_tokens, "temperature": 0, "ignore_eos": True}
     raw = post("/v1/completions", body)
@@ -485,6 +531,8 @@ def siege(slow_n=100, normal_n=32, seconds=60, quiet_s=20):
     report(f"siege: quiet, {normal_n} clients, {quiet_s} s", **quiet)
     attacked = phase(seconds, slow_n)
     report(f"siege: +{slow_n} slow clients, {seconds} s", **attacked)
+    one = one_address_phase(srv, ARGS.one_address_connections, ARGS.one_address_seconds)
+    report(f"siege: {ARGS.one_address_connections} idle from one address", **one)
     peak_mib = round(peak.stop() / 1024, 1)
     report("siege: server", rss_start_mib=round(rss0 / 1024, 1), rss_peak_mib=peak_mib,
            p99_ratio=round(attacked["p99_s"] / quiet["p99_s"], 2) if quiet["p99_s"] and attacked["p99_s"] else None)
@@ -501,6 +549,9 @@ def siege(slow_n=100, normal_n=32, seconds=60, quiet_s=20):
             bad.append(f"peak RSS {peak_mib} MiB > {ARGS.rss_bound_mib} MiB")
         if attacked["health_max_s"] is None or attacked["health_max_s"] > 1.0:
             bad.append(f"/health slow or silent under attack: {attacked['health_ok']} max {attacked['health_max_s']} s")
+        if not one["all_ok"] or one["health_max_s"] is None or one["health_max_s"] > 1.0:
+            bad.append(f"/health failed from an address holding {one['idle_connections']} connections: "
+                       f"{one['health_ok']} max {one['health_max_s']} s")
         if bad:
             raise SystemExit("siege FAILED: " + "; ".join(bad))
         print("siege passed", flush=True)
@@ -529,6 +580,9 @@ def main():
     p.add_argument("--max-tokens", type=int, default=32, help="siege: tokens each normal request generates")
     p.add_argument("--rss-bound-mib", type=float, default=256, help="siege: the server's peak RSS bound")
     p.add_argument("--serve-args", default="", help="siege: extra `kvshrink serve` flags")
+    p.add_argument("--one-address-connections", type=int, default=300,
+                   help="siege: idle connections held from the probes' address in the last phase")
+    p.add_argument("--one-address-seconds", type=int, default=10, help="siege: length of the one-address phase")
     ARGS = p.parse_args()
     for name in ARGS.only.split(","):
         try:
