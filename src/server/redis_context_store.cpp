@@ -8,6 +8,7 @@
 #include "runtime/kvc_meta.h"
 #include "server/api_error.h"
 #include "server/api_request.h"
+#include "server/store_budget.h"
 
 namespace kvs::server {
 
@@ -150,19 +151,20 @@ void RedisContextStore::other_model(const std::string& id, const std::string& mo
 }
 
 void RedisContextStore::set_policy(const StorePolicy& p) {
-  if (p.disk_bytes > 0)
-    fail("--contexts-disk-mib limits a contexts directory; with --contexts-url the Redis server's own limits apply "
-         "(maxmemory, docs/deploy.md)");
   ttl_s_ = p.ttl_s;
   max_contexts_ = p.max_contexts;
   StorePolicy memory = p;
   memory.ttl_s = 0;  // expiry is Redis's (EXPIRE): a context unused here may be in use elsewhere
   memory.max_contexts = 0;  // counted in Redis (put): the copies here are a cache of it
+  // The disk budget of a Redis store is the Redis server's memory (used_memory, checked at every
+  // put); by default a quarter of this machine's memory, lowered to 90% of Redis's maxmemory at
+  // start (restore) so that the oldest contexts go before Redis refuses writes.
+  if (memory.disk_bytes == 0) memory.disk_bytes = machine_memory_bytes() / 4;
   MemoryContextStore::set_policy(memory);
 }
 
 StorePolicy RedisContextStore::policy() const {
-  StorePolicy p = MemoryContextStore::policy();
+  StorePolicy p = MemoryContextStore::policy();  // resident_bytes, disk_bytes (Redis's memory)
   p.ttl_s = ttl_s_;
   p.max_contexts = max_contexts_;
   return p;
@@ -199,6 +201,14 @@ std::vector<std::string> RedisContextStore::restore() {
     client_->command({"PING"});
   } catch (const RedisError& e) {
     return {fmt::format("{} (contexts cannot be created or loaded until it answers; completions work)", e.what())};
+  }
+  try {
+    // CONFIG may be disabled (managed Redis): the budget stays as it is then.
+    const std::vector<RedisReply> r = client_->command({"CONFIG", "GET", "maxmemory"}).elements;
+    const long long maxmemory = r.size() == 2 ? std::atoll(r[1].str.c_str()) : 0;
+    const size_t ceiling = static_cast<size_t>(static_cast<double>(maxmemory) * 0.9);
+    if (maxmemory > 0 && (policy_.disk_bytes == 0 || policy_.disk_bytes > ceiling)) policy_.disk_bytes = ceiling;
+  } catch (const RedisError&) {
   }
   return {};
 }
@@ -242,6 +252,41 @@ void RedisContextStore::put(std::shared_ptr<ServedContext> c) {
   c->info.persisted = true;
   MemoryContextStore::put(std::move(c));
   entries_[id].file_bytes = bytes.size();
+  // The disk budget (Redis's used_memory): the oldest contexts under the prefix go, a batch sized
+  // by the excess at a time, never the new one.
+  [&] {
+    if (policy_.disk_bytes == 0) return;
+    auto used = [&]() -> size_t {
+      const std::string info = client_->command({"INFO", "memory"}).str;
+      const size_t p = info.find("used_memory:");
+      return p == std::string::npos ? 0 : static_cast<size_t>(std::atoll(info.c_str() + p + 12));
+    };
+    try {
+      for (int round = 0; round < 16; ++round) {
+        const size_t u = used();
+        if (u <= policy_.disk_bytes) return;
+        const size_t per = std::max<size_t>(entries_.count(id) ? entries_.at(id).file_bytes : 0, 4096);
+        const size_t n = std::min<size_t>((u - policy_.disk_bytes) / per + 1, 256);
+        const std::vector<RedisReply> old = client_->command({"ZRANGE", ids, "0", std::to_string(n - 1)}).elements;
+        std::vector<std::string> keys;
+        for (const RedisReply& o : old) keys.push_back(key_of(o.str));
+        std::vector<RedisClient::Command> del;
+        for (size_t i = 0; i < old.size(); ++i) {
+          if (old[i].str == id) continue;
+          del.push_back({"MULTI"});
+          del.push_back({"DEL", keys[i]});
+          del.push_back({"ZREM", ids, old[i].str});
+          del.push_back({"EXEC"});
+          entries_.erase(old[i].str);
+          ++counters_.deleted_disk;
+        }
+        if (del.empty()) return;  // only the new context is left: it stays
+        client_->pipeline(del);
+      }
+    } catch (const RedisError&) {
+      // unreachable now: the next put tries again
+    }
+  }();
   if (max_contexts_ > 0) {
     // The count budget, shared by the replicas: the oldest contexts under the prefix go (not this
     // one: it has the highest score). A failure here leaves the new context stored; the next put

@@ -1,7 +1,7 @@
 // The Redis context store against a real redis-server: a list reads one page of the index, never
 // all of it (50,000 contexts list as fast as a few, checked by Redis's own command counts), pages
 // in both orders skip expired entries, malformed metadata written by another party is refused as
-// corrupt (never converted), and the count budget holds across replicas.
+// corrupt (never converted), and the memory and count budgets hold across replicas.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -135,6 +135,45 @@ TEST_F(RedisStore, MalformedMetadataIsRefusedAsCorrupt) {
     EXPECT_NE(g.body.find(field), std::string::npos) << g.body;
     EXPECT_EQ(ids_of(get(s, "/v1/contexts")), std::vector<std::string>{good}) << field;
   }
+}
+
+long long used_memory(server::RedisClient& c) {
+  const std::string info = c.command({"INFO", "memory"}).str;
+  std::smatch m;
+  return std::regex_search(info, m, std::regex("used_memory:([0-9]+)")) ? std::stoll(m[1]) : -1;
+}
+
+// The disk budget of a Redis store bounds the Redis server's memory: past it the oldest contexts go.
+TEST_F(RedisStore, MemoryBudgetDeletesTheOldest) {
+  test::TempDir dir("redis_memory");
+  test::RedisProcess redis(dir.str());
+  auto r = redis.client();
+  // Redis's memory with this server's connections open and one context's bytes, measured.
+  long long base = 0, one = 0;
+  {
+    test::TestServer probe(*model_, replica_options(redis));
+    const std::string id = create(probe);
+    one = r->command({"HSTRLEN", "kvshrink:ctx:" + id, "kvc"}).integer;
+    test::del(probe, "/v1/contexts/" + id);
+    base = used_memory(*r);
+  }
+  ASSERT_GT(one, 0);
+  server::ServeOptions o = replica_options(redis);
+  o.contexts.disk_bytes = static_cast<size_t>(base + 8 * one);  // about eight contexts
+  test::TestServer s(*model_, o);
+  EXPECT_EQ(test::metric(get(s, "/metrics").body, "kvshrink_contexts_budget_disk_bytes"),
+            static_cast<double>(o.contexts.disk_bytes));
+  std::vector<std::string> ids;
+  for (int i = 0; i < 40; ++i) {
+    ids.push_back(create(s));
+    EXPECT_LE(used_memory(*r), static_cast<long long>(o.contexts.disk_bytes) + 2 * one) << i;
+  }
+  const long long left = r->command({"ZCARD", "kvshrink:ids"}).integer;
+  EXPECT_LT(left, 40);
+  EXPECT_GT(left, 0);
+  EXPECT_EQ(r->command({"EXISTS", "kvshrink:ctx:" + ids.front()}).integer, 0);  // the oldest went
+  EXPECT_EQ(get(s, "/v1/contexts/" + ids.back()).status, 200);
+  EXPECT_GT(test::metric(get(s, "/metrics").body, "kvshrink_contexts_deleted_total{reason=\"disk_quota\"}"), 0);
 }
 
 TEST_F(RedisStore, CountBudgetIsSharedByTheReplicas) {
