@@ -548,14 +548,18 @@ void Scheduler::finish(Active& a) {
       a.job->fail(ApiError(500, fmt::format("the context could not be stored: {}", e.what()), "server_error"));
       return;
     }
+    bool deleted = false;
     {
       std::lock_guard<std::mutex> l(mu_);
       infos_[sc->info.id] = sc->info;
+      deleted = !store_.shared() && infos_.size() != store_.size();
     }
-    // The put may have deleted older contexts (budget, quota): the list drops them before the
-    // client hears of the new one.
-    last_sync_ = {};
-    sync_contexts();
+    // The put deleted older contexts (budget, quota): the list drops them before the client
+    // hears of the new one.
+    if (deleted) {
+      last_sync_ = {};
+      sync_contexts();
+    }
     const ContextInfo info = sc->info;
     a.job->update([&](JobSnapshot& s) {
       s.state = JobSnapshot::State::Done;

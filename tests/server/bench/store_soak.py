@@ -9,9 +9,11 @@ Clients create contexts against each without pause for $KVSHRINK_SOAK_SECONDS (d
 issue's soak is 300) while one live client per server asks short completions. Fails (exit 1) unless:
 every create and completion answers 200 (or, for a create, a documented budget refusal), each
 server's RSS stays under its start RSS plus its stated resident budget plus 96 MiB, the directory
-under its stated disk budget, Redis's used_memory under the stated count budget times the largest
-context plus 64 MiB, the count of contexts under the count budget, and the live completions' p90
-within 4x (+0.25 s) of their p90 alone. Standard library only.
+under its stated disk budget, Redis's used_memory under its stated budget (the disk budget of a
+Redis store), the count of contexts under the count budget, and the live completions keep their
+latency as contexts pile up: the median of the last third of the soak within 3x (+0.25 s) of the
+first third's (beside creators the engine is shared, so latency alone is not the reference; growth over
+time is what an unbounded store would show). Standard library only.
 """
 import argparse
 import http.client
@@ -120,19 +122,25 @@ def redis_used_memory(port):
     return int(m.group(1)) if m else 0
 
 
+def median(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2] if xs else float("inf")
+
+
 def p90(xs):
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(0.9 * len(xs)))] if xs else float("inf")
 
 
 def live_latencies(srv, seconds, out, errors):
+    """Appends (start time, latency) of back-to-back short completions."""
     end = time.time() + seconds
     while time.time() < end:
         t = time.time()
         st, body = srv.request("POST", "/v1/completions", {"prompt": "Once upon a time", "max_tokens": 8, "temperature": 0})
         if st != 200:
             errors.append(f"live completion: {st} {body[:200]!r}")
-        out.append(time.time() - t)
+        out.append((t, time.time() - t))
 
 
 def creator(srv, end, stats, errors):
@@ -171,11 +179,8 @@ def main():
         else:
             print("redis-server not installed: the Redis store is not soaked")
         errors = []
-        alone = {}
-        for name, srv in servers.items():
-            alone[name] = []
-            live_latencies(srv, 3, alone[name], errors)
-        end = time.time() + a.seconds
+        start = time.time()
+        end = start + a.seconds
         stats = {n: {"made": 0, "largest": 0} for n in servers}
         during = {n: [] for n in servers}
         threads = []
@@ -199,13 +204,15 @@ def main():
             b = srv.budget
             rss_limit = srv.rss_start + b["resident"] + (96 << 20)
             n = srv.metric("kvshrink_contexts")
+            first = [d for t, d in during[name] if t < start + a.seconds / 3]
+            last = [d for t, d in during[name] if t >= start + 2 * a.seconds / 3]
             line = (f"{name}: {stats[name]['made']} contexts made, {int(n)} stored (budget {b['count']}), peak RSS "
-                    f"{srv.rss_peak >> 20} MiB (limit {rss_limit >> 20} MiB), live p90 {p90(during[name]):.3f} s "
-                    f"(alone {p90(alone[name]):.3f} s)")
+                    f"{srv.rss_peak >> 20} MiB (limit {rss_limit >> 20} MiB), live median {median(first):.3f} s (p90 "
+                    f"{p90(first):.3f}) in the first third, {median(last):.3f} s (p90 {p90(last):.3f}) in the last")
             if srv.rss_peak > rss_limit or n > b["count"]:
                 ok = False
                 line = "FAIL " + line
-            if p90(during[name]) > 4 * p90(alone[name]) + 0.25:
+            if median(last) > 3 * median(first) + 0.25:
                 ok = False
                 line = "FAIL " + line + ": live latency"
             if name == "dir":
@@ -215,8 +222,8 @@ def main():
                     ok = False
                     line = "FAIL " + line
             if name == "redis":
-                limit = b["count"] * 2 * max(stats[name]["largest"], 1) + (64 << 20)
-                line += f", Redis used_memory peak {redis_peak >> 20} MiB (limit {limit >> 20} MiB)"
+                limit = b["disk"]
+                line += f", Redis used_memory peak {redis_peak >> 20} MiB (budget {limit >> 20} MiB)"
                 if redis_peak > limit:
                     ok = False
                     line = "FAIL " + line
