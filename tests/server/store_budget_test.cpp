@@ -25,8 +25,8 @@ class StoreBudget : public test::StoriesModelSuite {};
 
 double metric(const test::TestServer& s, const std::string& name) { return test::metric(get(s, "/metrics").body, name); }
 
-std::string create(const test::TestServer& s, double keep = 1.0) {
-  const Reply c = post(s, "/v1/contexts", json{{"text", kStory}, {"kv_compression", {{"press", "knorm"}, {"keep", keep}}}});
+std::string create(const test::TestServer& s, double keep = 1.0, const std::string& text = kStory) {
+  const Reply c = post(s, "/v1/contexts", json{{"text", text}, {"kv_compression", {{"press", "knorm"}, {"keep", keep}}}});
   EXPECT_EQ(c.status, 200) << c.body;
   return c.json.value("id", "");
 }
@@ -43,27 +43,35 @@ std::vector<std::string> listed(const test::TestServer& s) {
   return ids;
 }
 
-// The bytes one story context holds, measured on a server without a cap.
-size_t context_bytes(const Model& m) {
+// The bytes one context of `text` holds, measured on a server without a cap.
+size_t context_bytes(const Model& m, const std::string& text = kStory) {
   test::TestServer s(m, test::test_options());
-  const Reply c = post(s, "/v1/contexts", json{{"text", kStory}, {"kv_compression", {{"press", "knorm"}, {"keep", 1.0}}}});
+  const Reply c = post(s, "/v1/contexts", json{{"text", text}, {"kv_compression", {{"press", "knorm"}, {"keep", 1.0}}}});
   return c.json["kv_bytes_held"].get<size_t>();
 }
 
 // The data-loss case: a capped server with a directory filled past its cap with persisted
 // contexts; every one answers (loaded back, the others pushed to disk), and again after a restart.
 TEST_F(StoreBudget, EveryPersistedContextAnswersUnderTheCapAndAfterARestart) {
-  const size_t held = context_bytes(*model_);
+  // Two stories: a context holds more pages than a question on it reserves, so loading one back
+  // does not fit in what the last question left free.
+  const std::string text = std::string(kStory) + " " + kStory;
+  const size_t held = context_bytes(*model_, text);
   test::TempDir dir("store_cap_restart");
   server::ServeOptions o = test::test_options();
   o.contexts_dir = dir.str();
-  o.engine.kv_max_bytes = 4 * held;  // room for about two contexts beside a question
+  Engine probe(*model_, o.engine);
+  const size_t page_all_heads = probe.kv_layout().page_bytes() * static_cast<size_t>(probe.kv_layout().n_heads_total());
+  // Four contexts and the three pages a head a question on one reserves: after a question, the
+  // free room is less than a context, so loading the next one needs others pushed to disk.
+  o.engine.kv_max_bytes = 4 * held + 3 * page_all_heads;
+  ASSERT_GT(held, 3 * page_all_heads);
   o.scheduler.queue_timeout_s = 20;
   std::vector<std::string> ids;
   std::map<std::string, std::string> answers;
   {
     test::TestServer s(*model_, o);
-    for (int i = 0; i < 10; ++i) ids.push_back(create(s));
+    for (int i = 0; i < 10; ++i) ids.push_back(create(s, 1.0, text));
     for (const std::string& id : ids) {
       const Reply a = ask(s, id);
       ASSERT_EQ(a.status, 200) << id << ": " << a.body;
