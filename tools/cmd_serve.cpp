@@ -215,9 +215,10 @@ void register_serve(CLI::App& app) {
                   "seconds a stored context may go unused before it is deleted (0: never)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   cmd->add_option("--contexts-disk-mib", o->contexts_disk_mib,
-                  "MiB the .kvc files of --contexts-dir may take (0: the default, what they take now plus half the free "
-                  "space); the least recently used are deleted "
-                  "to make room, a context larger than the quota is refused (507)")
+                  "MiB the .kvc files of --contexts-dir (or the Redis server of --contexts-url) may take (0: the "
+                  "default: what the files take now plus half the free space; Redis: a quarter of the machine's "
+                  "memory, at most 90% of maxmemory); the least recently used (Redis: the oldest) are deleted to make "
+                  "room, a context larger than the directory's quota is refused (507)")
       ->check(CLI::Range(0.0, 1e9));
   cmd->add_option("--contexts-max", o->contexts_max,
                   "stored contexts at most (0: the default, 10000); past it the least recently used are deleted")
