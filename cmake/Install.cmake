@@ -15,6 +15,10 @@ install(FILES ${PROJECT_SOURCE_DIR}/include/kvshrink/kvshrink.h ${PROJECT_BINARY
 if(TARGET kvshrink)
   # The binary finds libkvshrink.so nowhere: it links the engine statically.
   install(TARGETS kvshrink RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  # What `kvshrink eval` finds beside the binary (<bindir>/../share/kvshrink, core/paths.h share_dir):
+  # the default data (NIAH, RULER) and the report script.
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/eval/data/ DESTINATION ${CMAKE_INSTALL_DATADIR}/kvshrink/data)
+  install(FILES ${PROJECT_SOURCE_DIR}/eval/report.py DESTINATION ${CMAKE_INSTALL_DATADIR}/kvshrink)
 endif()
 
 install(EXPORT kvshrinkTargets NAMESPACE kvshrink:: DESTINATION ${KVS_CMAKE_INSTALL_DIR})

@@ -15,6 +15,7 @@ import time
 import numpy as np
 import torch
 
+from .results_table import acc_rows
 from .tasks import make_eval_niah
 
 # (name, value kind, key kind, n needles, min length, max length)
@@ -67,7 +68,7 @@ def eval_retrieval(model, R, lengths, n=20, seed=12345, sets=None, hay="essays",
 
 
 def main():
-    from .train import load_model_from_ckpt
+    from .model import load_checkpoint
     from .tasks import Resources
     ap = argparse.ArgumentParser()
     ap.add_argument("--ckpt")
@@ -86,7 +87,7 @@ def main():
         from .export import load_hf
         model = load_hf(a.hf)
     else:
-        model = load_model_from_ckpt(a.ckpt)
+        model = load_checkpoint(a.ckpt)
     model.to(torch.device(a.device))
     R = Resources()
     t = time.time()
@@ -97,16 +98,6 @@ def main():
     if a.md:
         with open(a.md, "a") as f:
             f.write(markdown_table(res, a.n, a.hay, a.seed))
-
-
-def acc_rows(res, names):
-    """Markdown table lines: one row per set in `names`, one column per length in res ("set@L" keys)."""
-    lens = sorted({int(k.split("@")[1]) for k in res if "@" in k and not k.endswith("_examples")})
-    rows = ["| set | " + " | ".join(str(l) for l in lens) + " |", "|---|" + "---|" * len(lens)]
-    for nm in names:
-        rows.append("| %s | " % nm + " | ".join("%.0f%%" % (100 * res["%s@%d" % (nm, l)]) if "%s@%d" % (nm, l) in res
-                                                 else "-" for l in lens) + " |")
-    return rows
 
 
 def markdown_table(res, n, hay, seed):

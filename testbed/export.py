@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from .model import Config, LlamaForCausalLM
-from .evaluate import acc_rows
+from .results_table import acc_rows
 from .plant import plant_kind
 
 HERE = os.path.dirname(os.path.abspath(__file__))

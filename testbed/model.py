@@ -216,3 +216,13 @@ class LlamaForCausalLM(nn.Module):
             logits = self.forward(nxt[:, None], past=past, start_pos=pos)
             pos += 1
         return torch.stack(out, dim=1)
+
+
+def load_checkpoint(path):
+    """A training checkpoint (train.py's .pt: config + state dict) -> LlamaForCausalLM in eval mode."""
+    ck = torch.load(path, map_location="cpu", weights_only=False)
+    cfg = Config(**ck["config"])
+    m = LlamaForCausalLM(cfg)
+    m.load_state_dict(ck["model"])
+    m.eval()
+    return m

@@ -101,15 +101,6 @@ def save_ckpt(path, model, opt, step, args, cfg, extra=None):
     os.replace(tmp, path)
 
 
-def load_model_from_ckpt(path):
-    ck = torch.load(path, map_location="cpu", weights_only=False)
-    cfg = Config(**ck["config"])
-    m = LlamaForCausalLM(cfg)
-    m.load_state_dict(ck["model"])
-    m.eval()
-    return m
-
-
 class Logger:
     def __init__(self, run_dir):
         self.f = open(os.path.join(run_dir, "metrics.jsonl"), "a")

@@ -49,7 +49,7 @@ void register_calibrate(CLI::App& app) {
   cmd->add_option("--opt", o->opts, "press option key=value (repeatable)");
   cmd->add_option("--samples", o->samples, "calibration samples (default: the press's)")->check(CLI::Range(0, 100000));
   cmd->add_option("--tokens", o->tokens, "tokens per sample (default: the press's)")->check(CLI::Range(0, 1 << 20));
-  cmd->add_option("--data", o->data, "data directory (default: ../shared/data or $KVSHRINK_DATA)");
+  cmd->add_option("--data", o->data, "data directory (default: $KVSHRINK_DATA, else the data shipped beside the binary, share/kvshrink/data)");
   cmd->add_option("-o,--out", o->out, "output file (default: next to the model)");
   cmd->add_option("--seed", o->seed, "seed")->capture_default_str();
   cmd->add_flag("--list", o->list, "list the presses that have a calibration");

@@ -156,7 +156,7 @@ void register_eval(CLI::App& app) {
   CLI::Option* prefix_opt = cmd->add_option(
       "--answer-prefix", c->answer_prefix,
       "what the answer continues instead of each task's answer prefix ('' = none; {prefix} = the task's own)");
-  cmd->add_option("--data", c->data, "benchmark data directory (default: $KVSHRINK_DATA or ../shared/data)");
+  cmd->add_option("--data", c->data, "benchmark data directory (default: $KVSHRINK_DATA, else share/kvshrink/data beside the binary: NIAH, RULER, SQuAD, HotpotQA)");
   cmd->add_option("--max-new", c->max_new, "cap on new tokens per answer (default: per task)")->check(CLI::Range(0, 1 << 16));
   cmd->add_option("--ppl-tokens", c->ppl_tokens, "perplexity window in tokens (default: the largest length)")->check(CLI::Range(0, 1 << 24));
   cmd->add_option("--ppl-chunk", c->ppl_chunk, "perplexity: tokens fed per step between evictions")->capture_default_str()->check(CLI::Range(1, 4096));

@@ -43,7 +43,7 @@ namespace kvs {
 // e.g. a model's tensor data -- into anonymous transparent huge pages at the same addresses
 // (copy, then mremap over the original pages), so pointers into it stay valid. Streaming reads
 // of weights then take one TLB entry per 2 MiB instead of per 4 KiB (decode reads every weight
-// once per token; BENCHMARKS.md). The range stays read-only; munmap of the enclosing mapping
+// once per token). The range stays read-only; munmap of the enclosing mapping
 // releases it. Costs a copy of the range and, while the file stays in the page cache, that much
 // extra memory. Must run before other threads read the range. Returns the bytes moved (0 where
 // unsupported, for a range under 2 MiB, or on any failure, leaving the mapping as it was).

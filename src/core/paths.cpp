@@ -1,9 +1,11 @@
 #include "core/paths.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 #include "core/error.h"
 
@@ -55,6 +57,16 @@ void require_regular_if_present(const std::string& path, const std::string& what
   if (S_ISREG(st.st_mode) || (dir_ok && S_ISDIR(st.st_mode))) return;
   fail("{}: {} must be a regular file{}, but it is {}", path, what, dir_ok ? " or a directory" : "",
        describe_mode(st.st_mode));
+}
+
+std::string share_dir() {
+  // /proc/self/exe names the running binary (symlinks resolved); the Python module's "executable" is
+  // the interpreter, so for it this is the interpreter's prefix/share/kvshrink (an installed layout).
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return {};
+  const std::filesystem::path exe(std::string(buf, static_cast<size_t>(n)));
+  return (exe.parent_path().parent_path() / "share" / "kvshrink").string();
 }
 
 }  // namespace kvs

@@ -19,4 +19,9 @@ void require_directory(const std::string& path, const std::string& what);
 // caller reports them its own way).
 void require_regular_if_present(const std::string& path, const std::string& what, bool dir_ok = false);
 
+// kvshrink's files beside its binary: `<dir of the running executable>/../share/kvshrink` (an
+// install's prefix/share/kvshrink, or the build tree's share/kvshrink, which the build lays out the
+// same way). No source or build path is compiled in, so a binary moved with its share/ folder works.
+std::string share_dir();
+
 }  // namespace kvs

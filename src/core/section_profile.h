@@ -8,7 +8,7 @@
 // A call site is the return address of ThreadPool::run (inside the function that called it or
 // the parallel_for it inlined), printed as module+offset with the symbol when the dynamic symbol
 // table has it; scripts/section-profile-symbols FILE names every site with addr2line.
-// (BENCHMARKS.md, issue 25: the per-section timer this grew from.)
+// How its figures were used: docs/benchmarks/issue25-server-step-5-intel-2026-11-30.md.
 #pragma once
 #include <atomic>
 #include <cstdint>

@@ -10,11 +10,8 @@
 
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "core/paths.h"
 #include "eval/text_util.h"
-
-#ifndef KVS_DEFAULT_DATA_DIR
-#define KVS_DEFAULT_DATA_DIR "../shared/data"
-#endif
 
 namespace kvs::eval {
 namespace fs = std::filesystem;
@@ -65,12 +62,16 @@ DataStore::DataStore(std::string root) : root_(std::move(root)) {
 
 std::string DataStore::default_root() {
   if (const char* e = std::getenv("KVSHRINK_DATA"); e && *e) return e;
-  return KVS_DEFAULT_DATA_DIR;
+  const std::string share = share_dir();
+  return share.empty() ? std::string("share/kvshrink/data") : share + "/data";
 }
 
 std::string DataStore::path(const std::string& rel) const {
   const std::string p = (fs::path(root_) / rel).string();
-  if (!fs::exists(p)) fail("data file '{}' is missing (data directory '{}')", p, root_);
+  if (!fs::exists(p))
+    fail("data file '{}' is missing (data directory '{}'; the data shipped with kvshrink holds NIAH, RULER, SQuAD and HotpotQA only: "
+         "give --data DIR or set KVSHRINK_DATA to a folder with the other benchmarks, docs/evaluation.md)",
+         p, root_);
   return p;
 }
 

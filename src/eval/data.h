@@ -1,5 +1,5 @@
-// Read-only benchmark data under the shared data directory (../shared/data; see its
-// PROVENANCE.md): loaded on first use and cached for the life of the store.
+// Read-only benchmark data in a data directory (the layout of eval/data and its PROVENANCE.md):
+// loaded on first use and cached for the life of the store.
 #pragma once
 #include <map>
 #include <memory>
@@ -41,7 +41,8 @@ class DataStore {
  public:
   // `root` is the data directory (holding niah_paul_graham_essays/, ruler/, squad/, ...).
   explicit DataStore(std::string root);
-  // --data, else $KVSHRINK_DATA, else the shared directory beside the source tree.
+  // $KVSHRINK_DATA, else the data shipped with the binary (share_dir()/data: eval/data of the source
+  // tree: NIAH, RULER, SQuAD, HotpotQA); --data overrides both at the callers.
   static std::string default_root();
 
   const std::string& root() const { return root_; }

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 
 #include "core/error.h"
+#include "core/paths.h"
 #include "core/timer.h"
 #include "eval/metrics.h"
 #include "eval/perplexity.h"
@@ -19,9 +20,6 @@
 #include "kernels/ops.h"
 #include "runtime/session.h"
 
-#ifndef KVS_EVAL_REPORT_SCRIPT
-#define KVS_EVAL_REPORT_SCRIPT "eval/report.py"
-#endif
 
 namespace kvs::eval {
 namespace fs = std::filesystem;
@@ -390,7 +388,7 @@ void parse_shard(const std::string& text, int& k, int& n) {
 
 std::string default_report_script() {
   if (const char* e = std::getenv("KVSHRINK_REPORT_SCRIPT"); e && *e) return e;
-  return KVS_EVAL_REPORT_SCRIPT;
+  return share_dir() + "/report.py";  // eval/report.py, laid out beside the binary by the build and the install
 }
 
 int render_report(const std::string& out_dir, std::string script, std::string python) {

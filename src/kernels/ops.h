@@ -83,7 +83,7 @@ void pv_rows_q8_0(const float* P, int nq, int64_t ldp, const uint8_t* V, int n, 
 // such path for D (only the AVX-512 table has one, for D = 64) or a query holds a NaN, an infinity
 // or only magnitudes below the smallest normal float: the caller then uses qk_rows_q8_0. The decode
 // attention prepares a task's queries once and reads every page of its key range with them
-// (BENCHMARKS.md, issue 25).
+// (docs/benchmarks/issue25-server-step-3-2026-11-29.md).
 constexpr int64_t kQ8PreparedQueryBytes = 192;
 bool prepare_queries_q8_0(const float* Q, int nq, int D, float scale, uint8_t* prep);
 void qk_rows_q8_0_prepared(const uint8_t* prep, int nq, const uint8_t* K, int n, int D, float* out, int64_t ldo);
@@ -95,8 +95,8 @@ void qk_rows_q8_0_prepared(const uint8_t* prep, int nq, const uint8_t* K, int n,
 // weights' P.V. A chunk with a weight or scale that is not finite, or whose bound is below the
 // smallest normal float, takes the float kernel (pv_rows_q8_0) instead.
 // Only where has_pv_rows_q8_0_i16(D) (the AVX-512 table, D = 64); elsewhere pv_rows_q8_0 serves.
-// The decode attention uses it where it uses the int16 queries (BENCHMARKS.md, issue 25, "P.V with
-// int16 weights").
+// The decode attention uses it where it uses the int16 queries
+// (docs/benchmarks/issue25-server-step-4-intel-2026-11-29.md, "P.V with int16 weights").
 bool has_pv_rows_q8_0_i16(int D);
 void pv_rows_q8_0_i16(const float* P, int nq, int64_t ldp, const uint8_t* V, int n, int D, float* acc);
 // Q4_0 rows (GGUF: per block of 32 an f16 scale d and 16 bytes, element j < 16 the low nibble of

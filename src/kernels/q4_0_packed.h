@@ -1,4 +1,4 @@
-// Q4_0 weights repacked at load time for the AVX-512 VNNI packed tile (issue 14; what packing is
+// Q4_0 weights repacked at load time for the AVX-512 VNNI packed tile (what packing is
 // for, the activation format and the registry: packed_weights.h). Same bytes as the GGUF tensor
 // (18 per 32 weights), plus zero padding to whole 16-row groups and block pairs.
 //

@@ -1,4 +1,4 @@
-// Q8_0 weights repacked at load time for the AVX-512 VNNI packed tile (issue 25; what packing is
+// Q8_0 weights repacked at load time for the AVX-512 VNNI packed tile (what packing is
 // for, the activation format and the registry: packed_weights.h). Same bytes as the GGUF tensor
 // (34 per 32 weights), plus zero padding to whole 16-row groups and block pairs.
 //

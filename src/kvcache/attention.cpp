@@ -42,12 +42,8 @@ int32_t window_start(const HeadCache& h, int32_t p, int32_t window) {
 // ceil: no task is shorter than the least range unless the head is). A function of n alone, so a
 // sequence's split, hence its output, is the same alone or in any batch and on any thread count.
 // Fewer, longer tasks cost less per key: each has its own query copy, softmax state, partial to
-// merge and stream to start (prefetching the next task's first page did not recover it). Measured against the former ceil(n / 512) (BM_BatchedDecodeStep, three
-// interleaved rounds, ms a step, F16 / Q8_0 pages; BENCHMARKS.md "Decode tasks of 512 keys or
-// more"): 16 sequences x ~530 held (2 tasks of ~265 before, 1 now) attention 6.5 / 6.9 -> 5.6 /
-// 4.8; 16 x ~2,060 (5 tasks of ~412 before, 2 of ~1,030 now) 29.0 / 25.5 -> 27.4 / 24.1 a step;
-// one sequence of 2,048: 4.73 / 4.42 -> 4.47 / 4.29. One sequence between 1,024 and 2,047 keys
-// keeps 2-3 tasks per head (1,024-key ranges there cost single sequences 2-4%).
+// merge and stream to start. One sequence between 1,024 and 2,047 keys keeps 2-3 tasks per head
+// (docs/benchmarks/issue25-server-step-3-2026-11-29.md, "Decode tasks of 512 keys or more").
 int32_t decode_splits(int32_t n) {
   const int32_t least = n >= 4 * kDecodeRange ? 2 * kDecodeRange : kDecodeRange;
   return std::max<int32_t>(1, n / least);
@@ -65,15 +61,13 @@ inline float round_f16(float x) { return fp16_to_fp32(fp32_to_fp16(x)); }
 // the next page's rows are asked for while the current one is being used. Not all at once: a
 // burst of a page's 64+ prefetches fills the core's miss buffers and stalls the kernel behind it,
 // so a page goes through the row kernel in pieces of kPieceRows rows, each preceded by the
-// prefetch of the same rows of the next page (BM_BatchedDecodeAttention, 16 sequences x 2,048
-// tokens from DRAM, 2 threads: 18-19 -> 23-26 GB/s; pieces of 4 rows cost more in calls than
-// they gain, BENCHMARKS.md "Decode attention: the next page's prefetch spread over the page").
+// prefetch of the same rows of the next page; smaller pieces cost more in calls than they gain
+// (docs/benchmarks/issue25-server-step-1-2026-11-28.md, "the next page's prefetch spread over the page").
 constexpr int32_t kPieceRows = 16;
 // The P.V pass of Q8_0 pages with int16 weights (kernels::pv_rows_q8_0_i16) goes 32 rows (a whole
 // page at the default page size) at a time: the kernel's cost per call (the weights' scale and
 // rounding, the int32 sums' conversion) is its own, and it halves with twice the rows
-// (BatchedDecodeAttention 16 x 2,048 Q8_0, two threads: 8.3-9.6 ms with 16-row pieces, 7.4-8.1
-// with 32; BENCHMARKS.md, issue 25, "P.V with int16 weights").
+// (docs/benchmarks/issue25-server-step-4-intel-2026-11-29.md, "P.V with int16 weights").
 constexpr int32_t kPieceRowsI16 = 32;
 
 inline void prefetch_rows(const uint8_t* p, size_t bytes) {
@@ -103,16 +97,8 @@ inline void in_pieces(int32_t n, const uint8_t* next, int32_t n_next, size_t rb,
 // (softmax_block_rows), so its pages are known when it starts. Spread over every piece of both
 // passes, not in a burst (see kPieceRows): the next task's pages (~70 KB at 512 Q8_0 keys) take
 // longer to arrive than one P.V pass lasts, so when they were asked for during P.V only, the next
-// Q.K still waited on most of them.
-//   - P.V only, with the int16 queries of Q8_0 rows (kernels::prepare_queries_q8_0), on the Zen 5
-//     VM: BatchedDecodeAttention 16 x 2,048 Q8_0 from DRAM, two threads, 25.7-27.0 -> 28.1-29.8
-//     GB/s; with float queries alone the P.V kernel slowed by what the Q.K gained (BENCHMARKS.md
-//     "Decode attention: int16 queries for Q8_0 rows and the next task's pages during P.V").
-//   - Q.K and P.V, on the Intel Xeon VM (int16 P.V weights too): the same benchmark 8.0-9.3 ->
-//     6.3-8.2 ms, BM_BatchedDecodeStep 16 x 2,048 45.7-52.1 -> 39.8-42.8 ms, 16 x 512 21.0-25.9 ->
-//     19.3-24.4 ms; then into L2 only (prefetcht1) rather than L1: 6.4-7.0 -> 5.7-6.4 ms, the
-//     step at 16 x 2,048 41.2-43.9 -> 38.1-41.1 ms (BENCHMARKS.md, issue 25, "The next task's
-//     pages during Q.K too").
+// Q.K still waited on most of them; into L2 only (prefetcht1), since they are read a task later
+// (docs/benchmarks/issue25-server-step-5-intel-2026-11-30.md, "The next task's pages during Q.K too").
 class NextTaskPrefetch {
  public:
   NextTaskPrefetch() = default;
@@ -163,13 +149,10 @@ float compat_probs(float* row, int32_t n, float m) {
 // per block, keys then values page by page, memory is read front to back, each half's product
 // asking for the next half (the page's values during Q.K, the next page's keys during P.V);
 // the whole task as one block keeps the old two passes' compute (one softmax call per query
-// per task) but reads the key halves a page stride apart. Measured, BM_BatchedDecodeAttention
-// (16 sequences x 2,048 tokens from DRAM, 2 threads), GB/s: F16 pages 39.8-40.9 one page vs
-// 26.3-26.4 whole task (two passes without the values' prefetch: 31-35); F32 38.3-39.8 vs
-// 30.2-36.5; but Q8_0 14.6-14.7 vs 26.6-27.3: quantized rows cost more per row (the
-// conversion), so the per-page softmax and calls weigh more and the DRAM stream is not what binds
-// them (BENCHMARKS.md "Decode attention: keys and values page by page"). Q4_0 rows, since they
-// are unpacked in registers: 7.8-12.6 one page vs 13.0-13.6 ("Q4_0 pages read in place").
+// per task) but reads the key halves a page stride apart. F16 and F32 pages stream faster page by
+// page; quantized rows cost more per row (the conversion), so for them the per-page softmax and
+// calls weigh more than the DRAM stream and the whole range is one block
+// (docs/benchmarks/issue25-server-step-2-2026-11-29.md, "Decode attention: keys and values page by page").
 // llama.cpp numerics (compat) also take the whole range: they round normalised probabilities,
 // which needs the row's max before any exponential.
 int32_t softmax_block_rows(DType t, bool compat, int page_tokens, int32_t task_rows) {
@@ -441,14 +424,13 @@ void attention_decode(std::span<const AttnJob> jobs, int layer, const AttnShape&
 // stacked as one matrix [G x block rows][D] (each key/value block is read once for the whole
 // group); keys in blocks of kBk, online softmax. The two products per block are the kernel
 // table's attention tiles (qk_panels, pv_tile; ops.h), which take keys transposed into panels of
-// 16 and values as rows (1.9-2.0x OpenBLAS's AVX2 sgemm on these shapes, 1.3x its AVX-512 one;
-// BENCHMARKS.md "Prefill attention: tile kernels"). Each task reads a key block from its pages
+// 16 and values as rows (faster than OpenBLAS's sgemm on these shapes: docs/benchmarks/prefill-attention.md).
+// Each task reads a key block from its pages
 // and converts it into a per-thread tile just before its products (load_key_block): the pages
 // are read as they are stored (F32, F16, Q8_0, Q4_0) and nothing of the cache's size is ever
 // written out as f32 — the scratch is a block of kBk keys per thread, whatever the context. The
 // price is that a block is converted once per query block that sees it instead of once per layer:
-// per key, D conversions beside 4 x rows x D flops of products with rows = G x bq ~ 256
-// (BENCHMARKS.md "Prefill attention from the pages, tile by tile").
+// per key, D conversions beside 4 x rows x D flops of products with rows = G x bq ~ 256.
 
 // Keys [s0, s0 + n) of head kvh (n <= the tile's capacity) from their pages into a thread's tile:
 // keys as panels Kt [ceil(n / 16)][D][16] and values as rows V [n][D] (f32); with BF16 products

@@ -22,9 +22,8 @@ KvCache::~KvCache() { clear(); }
 // Pages go back last first: the pool's free list hands out the most recently released page first,
 // so a cache built after this one was freed gets these pages in their old (ascending) order, and a
 // head's run of pages again lies front to back in memory, the order the decode attention streams
-// them in. Released first to last, a rebuilt cache's runs ran backwards: from DRAM, 16 sequences
-// x 2k tokens, Q8_0 pages 17.6-18.2 vs 23.5-28.1 GB/s (BENCHMARKS.md "Decode attention: keys and
-// values page by page").
+// them in. Released first to last, a rebuilt cache's runs ran backwards, which streams slower from
+// DRAM (docs/benchmarks/issue25-server-step-2-2026-11-29.md, "Decode attention: keys and values page by page").
 void KvCache::release_pages(const int32_t* ids, size_t n) {
   for (size_t i = n; i-- > 0;) pool_->release(ids[i]);
 }

@@ -133,8 +133,8 @@ class KvCache {
   const HeadCache& head(int layer, int kvh) const { return heads_[idx(layer, kvh)]; }
   int32_t len(int layer, int kvh) const { return head(layer, kvh).len(); }
   // Raw row pointers in the cache dtype (inline: the decode attention asks for one per page and
-  // pass, and out of line, with the row size looked up each time, they took ~8% of a Q8_0 decode
-  // task's time with its rows in cache; BENCHMARKS.md, issue 25).
+  // pass, and an out-of-line call with the row size looked up each time was a visible share of a
+  // Q8_0 decode task's time).
   const uint8_t* k_row(int layer, int kvh, int32_t slot) const { return slot_ptr(head(layer, kvh), slot, false); }
   const uint8_t* v_row(int layer, int kvh, int32_t slot) const { return slot_ptr(head(layer, kvh), slot, true); }
   // Rows [begin, end) of a head converted to float: K, V as [end-begin][head_dim].

@@ -13,9 +13,8 @@ namespace kvs {
 // Chunks are 2 MiB-aligned and advised as transparent huge pages: decode attention walks pages
 // scattered over the pool, and with 4 KiB pages every KV page costs TLB misses. A huge page is
 // backed whole once touched, so a chunk's allocation is what the process holds: an automatic pool
-// sizes its chunks to fill whole huge pages. (A fixed 256 pages per chunk left 47% of every
-// allocation unused with Q8_0 pages of 4,352 bytes — 1.1 MB in 2 MiB — and 72% with Q4_0's
-// 2,304: resident memory of 1.9x / 3.6x the pages' bytes; BENCHMARKS.md, issue 25.)
+// sizes its chunks to fill whole huge pages (a fixed page count per chunk left most of each huge
+// page unused with quantized pages; docs/benchmarks/issue25-kv-quant.md).
 constexpr size_t kHugePage = size_t{2} << 20;
 
 void PagePool::ChunkFree::operator()(uint8_t* p) const { std::free(p); }

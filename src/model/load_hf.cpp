@@ -146,7 +146,7 @@ HParams hparams_from_hf_config(const std::string& cfg_path) {
     if (c.bool_opt("attention_bias", false))
       fail("{}: attention_bias = true is not supported for qwen3 models", cfg_path);
     if (c.bool_opt("use_sliding_window", false))
-      fail("{}: use_sliding_window = true is not supported for qwen3 models (sliding-window layers: issue 26)", cfg_path);
+      fail("{}: use_sliding_window = true is not supported for qwen3 models (Qwen3's sliding-window layers are not implemented)", cfg_path);
   } else if (arch == "phi3") {
     // transformers' Phi3: fused qkv_proj and gate_up_proj (gate first), rotate-half RoPE, a sliding
     // window (config.sliding_window; the mini-4k model's 2,047) on every layer.

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/memory_cap.h"
 #include "core/timer.h"
 #include "press/select/topk.h"
 
@@ -148,7 +149,7 @@ CompressResult compress(KvCache& cache, StatsCollector* stats, const Press& pres
   r.score_seconds = t.seconds();
   Timer ta;
   if (!cache.apply(edit))
-    fail("KV cache memory cap reached: compressing with '{}' needs {} more pages; the cache is unchanged", press.name,
+    fail_memory_cap("KV cache memory cap reached: compressing with '{}' needs {} more pages; the cache is unchanged", press.name,
          cache.pages_needed_for_edit(edit));
   if (extras.state) *extras.state = std::move(state_after);
   if (stats) stats->apply_edit(edit);

@@ -103,8 +103,8 @@ class StatsCollector : public LayerObserver {
 
   // The last queries of a layer: at least the last `window` (all when fewer were seen), at most
   // 2 x window — trimmed in batches, so that a decoding sequence does not move the whole window
-  // at every token (16 sequences x 30 layers x 64 queries: ~70 MB of memmove per step; BENCHMARKS.md,
-  // issue 25). Readers take the tail they need.
+  // at every token (16 sequences x 30 layers x 64 queries: ~70 MB of memmove per step). Readers
+  // take the tail they need.
   struct Window {
     std::vector<float> q;      // [w][n_head][head_dim] post-RoPE, oldest first
     std::vector<int32_t> pos;  // [w]

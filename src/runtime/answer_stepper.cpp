@@ -19,9 +19,8 @@ AnswerStepper::AnswerStepper(Engine& engine, Sequence seq, CompressionSpec spec,
       sampler_(opt_.sampler) {
   if (question_.empty()) fail("empty question");
   if (!seq_.cache) seq_.cache = engine_.new_cache();
-  // Statistics that nothing will read are not collected: the statistics observer ran serially on
-  // the step's calling thread for every sequence and layer (~4% of a 16-sequence decode step in
-  // the server; BENCHMARKS.md, issue 25, "Guided chunks; packed weights on huge pages").
+  // Statistics that nothing will read are not collected: the statistics observer runs serially on
+  // the step's calling thread for every sequence and layer.
   if (!compresses_while_answering(spec_)) seq_.stats.reset();
   peak_ = seq_.cache->bytes_held();
 }

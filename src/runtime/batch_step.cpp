@@ -4,13 +4,10 @@
 #include <exception>
 
 #include "core/error.h"
+#include "core/memory_cap.h"
 #include "core/timer.h"
 
 namespace kvs {
-
-bool is_memory_cap_error(const std::string& message) {
-  return message.find("memory cap reached") != std::string::npos;
-}
 
 namespace {
 
@@ -20,8 +17,10 @@ bool guarded(Stepper* who, std::vector<StepFailure>& failed, Fn&& fn) {
   try {
     fn();
     return true;
+  } catch (const MemoryCapError& e) {
+    failed.push_back({who, e.what(), true});
   } catch (const std::exception& e) {
-    failed.push_back({who, e.what(), is_memory_cap_error(e.what())});
+    failed.push_back({who, e.what(), false});
   } catch (...) {
     failed.push_back({who, "unknown error", false});
   }

@@ -62,7 +62,4 @@ struct StepStats {
 StepStats batch_step(Engine& engine, std::span<Stepper* const> steppers, int prefill_rows,
                      std::vector<StepFailure>& failed);
 
-// True when a kvs::Error message says the KV pool's byte cap refused an allocation.
-bool is_memory_cap_error(const std::string& message);
-
 }  // namespace kvs

@@ -6,6 +6,7 @@
 
 #include "kvcache/kv_rows.h"
 #include "core/error.h"
+#include "core/memory_cap.h"
 #include "kernels/ops.h"
 
 namespace kvs {
@@ -83,7 +84,7 @@ std::vector<float> Engine::forward_at(KvCache& cache, std::span<const int32_t> t
       fail("token positions must increase and start at or after {} (got {} at index {})", cache.n_past(), pos[i], i);
   }
   if (!page_pool_->can_alloc(cache.pages_needed_for_append(n)))
-    fail("KV cache memory cap reached: {} tokens need {} more pages of {} bytes; {} of {} bytes in use", n,
+    fail_memory_cap("KV cache memory cap reached: {} tokens need {} more pages of {} bytes; {} of {} bytes in use", n,
          cache.pages_needed_for_append(n), layout_.page_bytes(), page_pool_->bytes_in_use(), page_pool_->max_bytes());
   std::vector<float> logits;
   if (mode == Logits::All) logits.resize(static_cast<size_t>(n) * V);
@@ -144,7 +145,7 @@ std::vector<std::span<const float>> Engine::forward_batch_spans(std::span<const 
     pages += it.cache->pages_needed_for_append(static_cast<int>(it.tokens.size()));
   }
   if (!page_pool_->can_alloc(pages))
-    fail("KV cache memory cap reached: the batch needs {} more pages of {} bytes; {} of {} bytes in use", pages,
+    fail_memory_cap("KV cache memory cap reached: the batch needs {} more pages of {} bytes; {} of {} bytes in use", pages,
          layout_.page_bytes(), page_pool_->bytes_in_use(), page_pool_->max_bytes());
   std::vector<std::span<const float>> out(items.size());
   std::vector<size_t> done(items.size(), 0);  // tokens of each item already fed

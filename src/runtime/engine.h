@@ -24,7 +24,7 @@ namespace kvs {
 struct EngineParams {
   int n_threads = 0;            // 0 = all cores
   // KV cache storage: F16 (default: half the bytes per decode step, same quality on the testbed;
-  // BENCHMARKS.md "F16 KV cache: quality") or F32 (tests comparing with F32 references pin it).
+  // docs/benchmarks/issue14-f16-kv-quality.md) or F32 (tests comparing with F32 references pin it).
   DType kv_dtype = DType::F16;
   int page_tokens = 32;         // tokens per KV page
   size_t kv_max_bytes = 0;      // cap on KV pool bytes (0 = none)
@@ -78,7 +78,7 @@ class Engine {
   // The same with the logits left in the engine: per item a span of [n_vocab] (empty when not
   // wanted), valid until the next forward_batch / forward_batch_spans / trim_batch_logits call.
   // Spares a step the allocation and copy of the vectors (16 sequences x a 49k vocabulary: 3 MB
-  // faulted in, copied and freed every step; BENCHMARKS.md, issue 25). The continuous batching
+  // faulted in, copied and freed every step). The continuous batching
   // step (runtime/batch_step.h) uses it and calls trim_batch_logits() when done with the spans.
   std::vector<std::span<const float>> forward_batch_spans(std::span<const BatchItem> items);
   // Frees the logits kept for the spans when they are wider than kKeptLogitRows rows (a wide step
@@ -106,8 +106,8 @@ class Engine {
   arch::Activations act_;          // one chunk's activations
   AlignedBuffer<float> probe_xn_;  // [n][n_embd] scratch of project_queries
   // [segments][n_vocab] forward_batch's last-row logits, kept between calls: a fresh 3 MB vector per
-  // step (16 sequences, 49k vocabulary) was an mmap, 768 zeroed page faults and an munmap every
-  // step (BENCHMARKS.md, issue 25). Released after a step wider than kKeptLogitRows segments.
+  // step (16 sequences, 49k vocabulary) is an mmap, hundreds of zeroed page faults and an munmap
+  // every step. Released after a step wider than kKeptLogitRows segments.
   static constexpr int kKeptLogitRows = 64;
   std::vector<float> batch_logits_;
   // [items][n_vocab] the logits of items finished before a batch's last pass (a batch wider than

@@ -32,8 +32,8 @@ Sampler::Sampler(const SamplerParams& p) : p_(p), rng_(p.seed) {
 // The distribution is the one the filters define on the candidates sorted by probability (lowest
 // id first on ties): top-k, then min-p (p >= min_p * p_max), then top-p (the shortest prefix whose
 // mass reaches top_p of the top-k candidates' mass), renormalised. Nothing sorts the vocabulary
-// (4-27 ms per token at 49k-262k tokens, for every request at the server's default temperature 1;
-// BENCHMARKS.md, "Sampling"): top-k is a partial sort of the best k; top-p puts the candidates in buckets of
+// (milliseconds per token at 49k-262k tokens, for every request at the server's default temperature 1;
+// docs/benchmarks/issue25-server-step-1-2026-11-28.md, "Sampling"): top-k is a partial sort of the best k; top-p puts the candidates in buckets of
 // 1/32 nat below the best logit, takes every bucket whose cumulative mass stays below top_p, and
 // sorts only the bucket where the mass reaches it, to find the exact cut.
 // A draw walks the kept candidates in token order (then the sorted part of the cut bucket): the

@@ -71,8 +71,8 @@ class Job {
   JobSnapshot wait(uint64_t seen, std::chrono::milliseconds timeout);
   // Handler side, an answer sent whole: waits until done(snapshot) or `timeout` elapses, woken only
   // when the job's state changes (admitted, finished, failed, cancelled), not at every token — a
-  // handler thread per request woken every decode step took the compute threads' cores 16 times a
-  // step with 16 sequences in flight (BENCHMARKS.md, issue 25).
+  // handler thread per request woken every decode step takes the compute threads' cores once per
+  // sequence and step.
   JobSnapshot wait_for_state(bool (*done)(const JobSnapshot&), std::chrono::milliseconds timeout);
   JobSnapshot snapshot();
 

@@ -63,7 +63,7 @@ TEST_F(CliPromptTools, TokenizeATokenizerOnlyFolderAndDetokenizeBack) {
 TEST_F(CliPromptTools, EvalTakesAQuestionTemplateAndAnswerPrefix) {
   test::TempDir d("cli_eval_template");
   const std::string model = source("testbed/models/v7s1/model-f16.gguf");
-  const std::string data = test::shared_path("data");  // the NIAH haystacks (skipped without ../shared)
+  const std::string data = test::test_data("eval");  // the NIAH haystacks
   auto r = test::run_kvshrink({"eval", "-m", model, "--data", data, "--tasks", "niah", "--presses", "full", "--samples", "1", "--lengths", "256",
                                "--depths", "0.5", "--max-new", "8", "-t", "2", "--no-progress", "--no-report",
                                "--question-template", "\n{question}", "--answer-prefix", "{prefix}", "-o", d / "out"},

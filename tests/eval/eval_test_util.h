@@ -9,7 +9,7 @@
 
 namespace kvs::test {
 
-inline std::string data_dir() { return shared_path("data"); }
+inline std::string data_dir() { return test_data("eval"); }
 
 inline const Model& stories() {
   static std::unique_ptr<Model> m = Model::load(stories_gguf());

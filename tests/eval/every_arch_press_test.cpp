@@ -4,7 +4,7 @@
 // GeGLU, soft-caps, a 48-token window on layers 0 and 2, so the local layers drop pages); gemma3 (Q/K norms, five
 // local layers with their own RoPE table, one global) — 300 context tokens, keep 0.5 (presses that choose their own
 // budget choose it), then a 4-token answer. UNComp gets its real calibration (head and layer
-// groups from wikitext-2 in ../shared) first, as a user runs `kvshrink calibrate --press uncomp`.
+// groups from wikitext-2 in tests/data) first, as a user runs `kvshrink calibrate --press uncomp`.
 #include <gtest/gtest.h>
 
 #include <cstdlib>

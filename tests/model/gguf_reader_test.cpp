@@ -1,4 +1,4 @@
-#include "shared_data.h"
+#include "test_data.h"
 #include <gtest/gtest.h>
 
 #include "core/error.h"
@@ -6,7 +6,7 @@
 
 namespace kvs {
 
-static std::string stories_file() { return kvs::test::shared_path("models/stories260K/stories260K.gguf"); }
+static std::string stories_file() { return kvs::test::test_data("models/stories260K/stories260K.gguf"); }
 
 TEST(GgufReader, ReadsStories260K) {
   auto g = GgufFile::open(stories_file());

@@ -1,4 +1,4 @@
-#include "shared_data.h"
+#include "test_data.h"
 #include "model/gguf/gguf_writer.h"
 
 #include <gtest/gtest.h>
@@ -15,7 +15,7 @@ namespace kvs {
 namespace {
 
 namespace fs = std::filesystem;
-static std::string stories_file() { return kvs::test::shared_path("models/stories260K/stories260K.gguf"); }
+static std::string stories_file() { return kvs::test::test_data("models/stories260K/stories260K.gguf"); }
 
 class GgufWriterTest : public ::testing::Test {
  protected:

@@ -1,4 +1,4 @@
-#include "shared_data.h"
+#include "test_data.h"
 #include "model/hf/safetensors.h"
 
 #include <gtest/gtest.h>
@@ -19,7 +19,7 @@ namespace kvs {
 namespace {
 
 namespace fs = std::filesystem;
-static std::string stories_file() { return kvs::test::shared_path("models/stories260K/stories260K.gguf"); }
+static std::string stories_file() { return kvs::test::test_data("models/stories260K/stories260K.gguf"); }
 
 std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);

@@ -11,7 +11,7 @@ namespace {
 using test::smollm2_tokenizer;
 
 TEST(TokBpe, SmolLM2MatchesTransformersJsReference) {
-  std::ifstream in(test::shared_dir() + "/tokenizers/smollm2/reference.jsonl");
+  std::ifstream in(test::test_data("tokenizers/smollm2/reference.jsonl"));
   ASSERT_TRUE(in.good());
   int cases = 0, matched = 0;
   for (std::string line; std::getline(in, line);) {
@@ -105,7 +105,7 @@ TEST(TokBpe, IsEog) {
 }
 
 TEST(TokBpe, LongTextRoundTrip) {
-  std::ifstream in(test::shared_dir() + "/data/niah_paul_graham_essays/essays/apple.txt");
+  std::ifstream in(test::test_data("eval/niah_paul_graham_essays/essays/apple.txt"));
   ASSERT_TRUE(in.good());
   std::stringstream ss;
   ss << in.rdbuf();
@@ -121,7 +121,7 @@ TEST(TokBpe, LongTextRoundTrip) {
 
 TEST(TokBpe, LoadTime) {
   const auto t0 = std::chrono::steady_clock::now();
-  auto t = Tokenizer::create(vocab_from_hf_dir(test::shared_dir() + "/tokenizers/smollm2"));
+  auto t = Tokenizer::create(vocab_from_hf_dir(test::test_data("tokenizers/smollm2")));
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   RecordProperty("load_ms", std::to_string(static_cast<long>(ms)));
   EXPECT_EQ(t->n_vocab(), 49152);

@@ -120,7 +120,7 @@ TEST(TokConvert, GgufFromElsewhereWithQwen2PreGetsNfc) {
 // HF -> GGUF -> HF (tokenizer.json written from the GGUF vocabulary alone) tokenizes like the
 // original: the Qwen-like tokenizer, SmolLM2's real one, a Llama-2-style SentencePiece one.
 TEST(TokConvert, HfToGgufToHfRoundTrip) {
-  for (const std::string& src : {qwen_dir(), test::shared_dir() + "/tokenizers/smollm2"}) {
+  for (const std::string& src : {qwen_dir(), test::test_data("tokenizers/smollm2")}) {
     SCOPED_TRACE(src);
     auto orig = Tokenizer::create(vocab_from_hf_dir(src));
     auto g = gguf_of(orig->spec());
@@ -145,7 +145,7 @@ TEST(TokConvert, SmolLM2ReferenceThroughGgufAndBack) {
   EXPECT_EQ(g.file->get_str("tokenizer.ggml.pre"), "smollm");
   auto gg = Tokenizer::create(vocab_from_gguf(*g.file));
   auto back = Tokenizer::create(vocab_from_hf_dir(hf_dir_of(gg->spec(), "smollm2_back")));
-  std::ifstream in(test::shared_dir() + "/tokenizers/smollm2/reference.jsonl");
+  std::ifstream in(test::test_data("tokenizers/smollm2/reference.jsonl"));
   int cases = 0;
   for (std::string line; std::getline(in, line);) {
     if (line.empty()) continue;

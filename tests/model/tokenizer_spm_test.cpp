@@ -19,7 +19,7 @@ std::vector<nlohmann::json> read_jsonl(const std::string& path) {
 }
 
 TEST(TokSpm, Stories260KMatchesLlamaCppReference) {
-  const auto cases = read_jsonl(test::shared_dir() + "/models/stories260K/reference.jsonl");
+  const auto cases = read_jsonl(test::test_data("models/stories260K/reference.jsonl"));
   ASSERT_EQ(cases.size(), 3u);
   int matched = 0;
   for (const auto& c : cases) {

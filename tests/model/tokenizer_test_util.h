@@ -14,21 +14,21 @@
 #include "model/gguf/gguf.h"
 #include "model/tokenizer/tokenizer.h"
 
-#include "shared_data.h"
+#include "test_data.h"
 
 namespace kvs::test {
 
 
 inline const Tokenizer& stories_tokenizer() {
   static const auto t = [] {
-    auto g = GgufFile::open(shared_dir() + "/models/stories260K/stories260K.gguf");
+    auto g = GgufFile::open(test_data("models/stories260K/stories260K.gguf"));
     return Tokenizer::create(vocab_from_gguf(*g));
   }();
   return *t;
 }
 
 inline const Tokenizer& smollm2_tokenizer() {
-  static const auto t = Tokenizer::create(vocab_from_hf_dir(shared_dir() + "/tokenizers/smollm2"));
+  static const auto t = Tokenizer::create(vocab_from_hf_dir(test_data("tokenizers/smollm2")));
   return *t;
 }
 

@@ -389,7 +389,7 @@ TEST(D2oGvoteCli, PressesRunCompressAskGenerateEval) {
       << out;
   EXPECT_EQ(out.substr(arrow + 4, after - arrow - 4), out.substr(semi + 3, end - semi - 3)) << out;
   // eval: GVote once per sample with keep_chosen; D2O on perplexity (token by token) and NIAH.
-  ASSERT_EQ(test::kvshrink_shell("eval -m " + model + " --data " + test::shared_path("data") + " --tasks niah,ppl_pg19 --presses gvote,d2o --keep 0.25 --samples 1 --lengths 512 "
+  ASSERT_EQ(test::kvshrink_shell("eval -m " + model + " --data " + test::test_data("eval") + " --tasks niah,ppl_pg19 --presses gvote,d2o --keep 0.25 --samples 1 --lengths 512 "
                 "--depths 0.5 --ppl-chunk 1 --no-progress --no-report -t 1 -o " + (dir / "eval"),
                 out),
             0)

@@ -384,7 +384,7 @@ namespace kvs {
 // tokenizer (pre-tokenizer named "smollm") tokenizes like the HF one, and GGUF vs HF logits agree.
 TEST(ModelRoundTrip, BpeVocabularyThroughGgufAndHf) {
   test::TempDir dir("bpe_vocab");
-  const std::string tok_dir = test::shared_path("tokenizers/smollm2");
+  const std::string tok_dir = test::test_data("tokenizers/smollm2");
   HParams hp = shape_preset("tiny").hp;
   hp.n_vocab = 49152;
   VocabSpec hfv = vocab_from_hf_dir(tok_dir);

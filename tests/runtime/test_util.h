@@ -8,11 +8,11 @@
 #include <vector>
 #include <unistd.h>
 
-#include "shared_data.h"
+#include "test_data.h"
 
 namespace kvs::test {
 
-inline std::string stories_gguf() { return shared_path("models/stories260K/stories260K.gguf"); }
+inline std::string stories_gguf() { return test_data("models/stories260K/stories260K.gguf"); }
 
 struct RefCase {
   std::string prompt;
@@ -23,7 +23,7 @@ struct RefCase {
 
 inline std::vector<RefCase> load_stories_reference() {
   std::vector<RefCase> out;
-  std::ifstream f(shared_path("models/stories260K/reference.jsonl"));
+  std::ifstream f(test_data("models/stories260K/reference.jsonl"));
   std::string line;
   while (std::getline(f, line)) {
     if (line.empty()) continue;

@@ -22,11 +22,11 @@
 #include "model/model.h"
 #include "server/server.h"
 
-#include "shared_data.h"
+#include "test_data.h"
 
 namespace kvs::test {
 
-inline std::string stories_gguf() { return shared_path("models/stories260K/stories260K.gguf"); }
+inline std::string stories_gguf() { return test_data("models/stories260K/stories260K.gguf"); }
 
 // A test suite whose tests share one Model of stories260K, loaded once for the suite
 // (`class MySuite : public test::StoriesModelSuite {};`, then TEST_F(MySuite, ...) uses model_).

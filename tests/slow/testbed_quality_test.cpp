@@ -34,7 +34,7 @@ TEST(SlowQuality, TestbedNiahAtFullCacheAndCompressed) {
   o.task.lengths = {1024};
   o.task.depths = {0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0};
   o.task.samples = 3;
-  o.data_dir = test::shared_path("data");
+  o.data_dir = test::test_data("eval");
   o.out_dir = dir.str();
   o.progress = false;
   EngineParams ep;

@@ -2,9 +2,8 @@
 // block's gate) and quant_act_q8_0 (a matmul's input rounded to Q8_0 for the integer tiles).
 // Semantics in ops.h / quant.h; both are the AVX2 kernels' results, lane for lane.
 //
-// Why: at 16 sequences a step runs these 30 and 120 times; with 8-lane kernels they were ~0.3
-// and ~0.45 ms of a ~19 ms step on each thread (BENCHMARKS.md, issue 25, "Appends in the
-// attention tasks; 16-lane activation kernels").
+// Why: at 16 sequences a step runs these 30 and 120 times, a visible share of the step with
+// 8-lane kernels (docs/benchmarks/issue25-server-step-5-intel-2026-11-30.md).
 //
 // quant_act_q8_0 is bit-exact with prepare_act_q8_0 (quant.cpp): per block of 32, amax = max |x|
 // (exact in any order), d = amax / 127, id = 1 / d (0 when d is 0), the fp16 of d and its float,

@@ -1,9 +1,8 @@
 // Greedy sampling's argmax over 16 lanes (semantics in ops.h): per lane the largest value seen
 // and its index, updated where a value is greater (ordered compare: a NaN never wins, and a later
 // equal value does not replace an earlier one); then the largest lane value and, among the lanes
-// that hold it, the smallest index. The scalar loop this replaces took ~90 us per 49,152-entry
-// row, 16 of them per step of a 16-sequence batch on the scheduler's thread (BENCHMARKS.md,
-// issue 25).
+// that hold it, the smallest index. A scalar loop takes ~90 us per 49,152-entry row, one per
+// sequence of a batched step on the scheduler's thread.
 #include <immintrin.h>
 
 #include <algorithm>

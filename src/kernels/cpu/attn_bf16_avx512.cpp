@@ -1,8 +1,7 @@
 // AVX512_BF16 forms of the prefill attention's tiles (semantics in ops.h: qk_panels_bf16,
 // pv_tile_bf16, to_bf16): VDPBF16PS multiplies 16 lanes of BF16 pairs and adds both products to
-// an f32 lane, 32 multiply-adds per instruction where the f32 tiles' FMA does 16 — on this
-// project's Zen 5 VM, one thread, operands in cache: 524-550 GFLOP/s against 263-279 for the same
-// tiles in f32 (a throwaway bench of both micro-kernels, 2026-11-28; BENCHMARKS.md).
+// an f32 lane, 32 multiply-adds per instruction where the f32 tiles' FMA does 16 (about twice the
+// f32 tiles' rate with the operands in cache: docs/benchmarks/prefill-attention.md).
 //  - qk: keys in panels of 16 with the dims in pairs (pack_key_panels_bf16), so one 64-byte load
 //    is two dims of 16 keys and one 32-bit broadcast is the same two dims of a query row; a
 //    micro-tile is 6 rows x 64 keys (24 accumulators), as the f32 tile.
@@ -190,7 +189,7 @@ float exp_sub_sum_bf16(const float* x, uint16_t* y, int64_t n, float sub) {
 // x 16 dims transposed in registers (avx512::transpose16) and dim pairs interleaved, or two value
 // rows interleaved, then rounded by VCVTNE2PS2BF16 (round to nearest even, as to_bf16). The
 // element loops of the portable versions made the BF16 prefill 25% slower once they ran per query
-// block (BENCHMARKS.md "Prefill attention from the pages, tile by tile").
+// block (docs/benchmarks/prefill-attention.md).
 namespace {
 // out[2i] = a[i], out[2i + 1] = b[i] for i < 16, in BF16.
 inline void store_interleaved_bf16(uint16_t* out, __m512 a, __m512 b) {

@@ -8,8 +8,7 @@
 // block scales are applied once per row and block after an integer reduction: Q.K of 3 queries
 // 1.46x faster per row with the rows in L1. The queries are rounded once per decode task
 // (prepare_queries_q8_0), not per page. From DRAM it pays together with the next task's pages
-// asked for during P.V (kvcache/attention.cpp NextTaskPrefetch; BENCHMARKS.md "Decode attention:
-// int16 queries for Q8_0 rows and the next task's pages during P.V", issue 25).
+// asked for during P.V (kvcache/attention.cpp NextTaskPrefetch; docs/benchmarks/issue25-server-step-3-2026-11-29.md).
 //
 // Numerics: query q becomes s * qi with s = max|q| / 32767 and qi = round(q / s) in [-32767, 32767]
 // (one scale per query: the error is at most s / 2 a value, 1.5e-5 of the query's largest

@@ -40,7 +40,8 @@ inline constexpr int kBlockValues<block_q4_0> = QK4_0;
 // DC: the head dim when it is known at compile time (0: D at run time). With DC the d loops have a
 // constant trip count, and each query's DC / W vectors are loaded once into registers for all rows
 // instead of once per 4 rows; qk_rows uses it for D = 64 with up to 3 queries on 16 lanes (QB x 4
-// query vectors + QB x 4 accumulators + 4 rows <= 28 of the 32 registers; BENCHMARKS.md, issue 25).
+// query vectors + QB x 4 accumulators + 4 rows <= 28 of the 32 registers; measured in
+// docs/benchmarks/issue25-server-step-4-intel-2026-11-29.md).
 template <class S, int QB, int DC, typename KT>
 void qk_block(const float* Q, const KT* K, int n, int D_run, float scale, float* out, int64_t ldo) {
   using vec = typename S::vec;
@@ -167,8 +168,7 @@ void pv_block(const float* P, int64_t ldp, const VT* V, int d0, int n, int D, fl
       // a multiple of 4 W, so the pieces of one block are adjacent here). Through S::at, which
       // scales each piece on its own, the compiler cannot see that pieces share a block (d0 is
       // known only at run time) and converted the F16 scale once per piece: 4 conversions a row
-      // instead of 2 at head dim 64 on 16 lanes, 8 instead of 2 on 8 (Q8_0 in cache -5% AVX-512,
-      // -25% AVX2; BENCHMARKS.md "The same questions on an Intel Xeon VM", issue 25).
+      // instead of 2 at head dim 64 on 16 lanes, 8 instead of 2 on 8.
       constexpr int PB = kBlockValues<VT> / W;  // pieces per block
 #pragma GCC unroll 4
       for (int i = 0; i < NC; i += PB) {

@@ -9,10 +9,10 @@
 //  - pv: V rows are already the right operand: a micro-tile of RB rows x NC vectors of dims holds
 //    its accumulators across all n keys, each step one load per dim vector and one broadcast of
 //    P[r][j] per row. (pv_tile has pv_rows_f32's contract; the decode's pv_block blocks at most
-//    4 queries and skips masked rows, which on the prefill's hundreds of rows runs 10-17% slower
-//    on the AVX2 table and 1-3% on the AVX-512 one, BM_PrefillAttention, 2026-11-28.)
-// (Single thread, 256 rows x 512 keys, this machine: qk 170-186 and pv 176-200 GFLOP/s with
-// AVX-512 against OpenBLAS's 93-98 (Haswell kernels) / 153-172 (Cooperlake) — BENCHMARKS.md.)
+//    4 queries and skips masked rows, which on the prefill's hundreds of rows runs slower, on both
+//    tables.)
+// (Against OpenBLAS's sgemm on these shapes, single thread, 256 rows x 512 keys:
+// docs/benchmarks/prefill-attention.md.)
 //
 // S provides: vec, kLanes (W), zero(), load(const float*), set1, fmadd, store, and the tile
 // shapes kQkRows (RB) x kQkVecs (key vectors, kQkVecs * W a multiple of 16), kPvRows x kPvVecs.

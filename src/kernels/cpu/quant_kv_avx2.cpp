@@ -4,8 +4,8 @@
 // x * id (+ 8.5 for Q4_0) per element with no a*b+c fusion (this file is compiled with
 // -ffp-contract=off, src/CMakeLists.txt), the reference's rounding — std::round, ties away from
 // zero, for Q8_0; truncation for Q4_0 — and its clamping of out-of-range and NaN values.
-// The scalar Q8_0 row (64 values) cost ~0.5 us, mostly in 64 roundf calls: 3 us of every append
-// of a decode token (3 KV heads x K and V), ~1 ms of a 16-sequence step (BENCHMARKS.md, issue 25).
+// The scalar Q8_0 row (64 values) costs ~0.5 us, mostly in 64 roundf calls, at every append of a
+// decode token's K and V rows.
 //
 // Dimension legend: n = row length (a multiple of 32), b = block, j = element in a block.
 #include <cstdint>

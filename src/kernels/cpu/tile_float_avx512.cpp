@@ -49,7 +49,7 @@ struct LoadBF16 {
 };
 
 // Does loader L take the one-token path of tile() (row_decode)? F32/BF16 keep the 4-row passes:
-// only F16 was measured (issue 14).
+// only F16 was measured.
 template <class L>
 constexpr bool decode_rows() {
   if constexpr (requires { L::kDecodeRows; })
@@ -111,13 +111,9 @@ void rows_pass(const uint8_t* w, size_t ws, const uint8_t* a, size_t as, int nt,
 
 // One row against one token (decode), 2-byte weights: four accumulators (64 weights, two 64-byte
 // lines per step) and a software prefetch kDecodePrefetchBytes ahead inside the loop, so the rows
-// of a tile form one sequential stream that stays ahead of the loads. Measured on Llama-3.2-1B F16
-// decode, one thread, CPU time per token (BENCHMARKS.md, issue 14): 4-row passes with a burst
-// prefetch 90-96 ms; one row with one accumulator 94-95 (the FMA chain: one 32-byte load per 4
-// cycles of FMA latency), two 85-87, four 80-84, eight 83-86; four with the in-loop prefetch 1 / 2
-// / 4 / 8 / 16 KiB ahead 89 / 82-84 / 77-79 / 78-80 / 80-83; two rows per pass (fewer activation
-// loads) 82-85 with a 4 KiB burst, 79-80 with 8 KiB; four rows per pass with 8 / 16 KiB bursts
-// 87-91 / 92-104.
+// of a tile form one sequential stream that stays ahead of the loads: one accumulator is bound by
+// the FMA chain, and 4 accumulators with a 4 KiB in-loop prefetch were the fastest of the variants
+// measured (docs/benchmarks/issue14-vs-llamacpp.md).
 constexpr size_t kDecodePrefetchBytes = 4096;
 
 template <class L>

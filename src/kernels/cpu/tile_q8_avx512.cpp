@@ -208,8 +208,7 @@ void tile(const uint8_t* w, size_t ws, int nr, const uint8_t* a, size_t as, int 
   if (nt == 1) {
     // One token (decode): one row after the other, so the weights are read as one sequential
     // stream, which the hardware prefetcher follows. Four rows at once are four streams ws bytes
-    // apart, slower even with the software prefetch (Llama-3.2-1B Q8_0 decode, one thread, CPU
-    // time per token 59 -> 49-50 ms; Qwen2.5-0.5B 21-25 -> 18-19 ms; BENCHMARKS.md, issue 14).
+    // apart, slower even with the software prefetch (docs/benchmarks/issue14-vs-llamacpp.md).
     for (; r < nr; ++r) Tile<W, 1, 1>::run(w + r * ws, ws, a, as, n, out + r, ldo);
     return;
   }

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/memory_cap.h"
 #include "runtime/arch/block.h"
 
 namespace kvs::arch {
@@ -135,7 +136,7 @@ void attention_block(const Runtime& rt, const ArchBlock& block, Activations& a, 
     const float* v = a.v.data() + r0 * Hkv * D;
     const bool in_task = sg.n < kAttnPrefillMinTokens;
     if (!(in_task ? sg.cache->append_slots(il, sg.n, sp) : sg.cache->append(il, sg.n, k, v, sp)))
-      fail("KV cache memory cap reached while appending layer {}", il);
+      fail_memory_cap("KV cache memory cap reached while appending layer {}", il);
     AttnJob job{sg.cache, a.q.data() + r0 * H * D, sp, sg.n, a.att.data() + r0 * H * D, a.lse.data() + r0 * H};
     if (in_task) {
       job.writes = sg.cache;

@@ -5,14 +5,14 @@
 // Hugging Face files: Gemma's 256k / 262k SentencePiece-derived BPE with byte fallback, Qwen3's
 // byte-level BPE). kvshrink reads the same directory (`kvshrink tokenize -m DIR --jsonl`).
 //
-// Strings: the project's hard-string set (../shared/tokenizers/smollm2/reference.jsonl's texts: spaces,
+// Strings: the project's hard-string set (tests/data/tokenizers/smollm2/reference.jsonl's texts: spaces,
 // numbers, Unicode, emoji, CJK, code, CRLF, contractions, URLs, empty), each model's chat markers,
 // whitespace runs (Gemma has tokens for runs of spaces and newlines), decomposed accents (Qwen's NFC),
-// and 2,000-character excerpts of PG-19 and wikitext-2 from ../shared/data. Checked: ids identical
+// and 2,000-character excerpts of PG-19 and wikitext-2 from tests/data/eval. Checked: ids identical
 // (BOS as each tokenizer_config adds it, special tokens parsed; one BOS where the text starts with
 // it), and decode(ids) identical.
 //
-// Environment: KVSHRINK_BIN (the kvshrink binary), KVSHRINK_SHARED (the ../shared directory).
+// Environment: KVSHRINK_BIN (the kvshrink binary), KVSHRINK_TEST_DATA (tests/data).
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
@@ -23,13 +23,13 @@ import { createRequire } from "node:module";
 import { TokenizerLoader } from "@lenml/tokenizers";
 
 const BIN = process.env.KVSHRINK_BIN;
-const SHARED = process.env.KVSHRINK_SHARED;
+const DATA = process.env.KVSHRINK_TEST_DATA;
 assert.ok(BIN, "set KVSHRINK_BIN to the kvshrink binary");
-assert.ok(SHARED, "set KVSHRINK_SHARED to the shared data directory");
+assert.ok(DATA, "set KVSHRINK_TEST_DATA to the tests/data directory");
 const require = createRequire(import.meta.url);
 
 function hardStrings() {
-  const texts = readFileSync(join(SHARED, "tokenizers/smollm2/reference.jsonl"), "utf8")
+  const texts = readFileSync(join(DATA, "tokenizers/smollm2/reference.jsonl"), "utf8")
     .split("\n").filter((l) => l.trim()).map((l) => JSON.parse(l).text);
   texts.push(
     "<start_of_turn>user\nWhat is 2+2?<end_of_turn>\n<start_of_turn>model\n4<end_of_turn>\n",
@@ -48,8 +48,8 @@ function hardStrings() {
     "<0x41> looks like a byte token",
   );
   const excerpt = (dir, pick) => {
-    const files = readdirSync(join(SHARED, "data", dir)).filter(pick).sort();
-    return files.length ? readFileSync(join(SHARED, "data", dir, files[0]), "utf8").slice(0, 2000) : null;
+    const files = readdirSync(join(DATA, "eval", dir)).filter(pick).sort();
+    return files.length ? readFileSync(join(DATA, "eval", dir, files[0]), "utf8").slice(0, 2000) : null;
   };
   for (const t of [excerpt("pg19", (f) => f.endsWith(".txt")), excerpt("wikitext2", (f) => /\.(txt|raw|tokens)$/.test(f))])
     if (t) texts.push(t);

@@ -14,7 +14,7 @@ if(TARGET kvshrink)
     add_test(NAME model.tokenizers_vs_transformers_js COMMAND ${KVS_NODE} --test reference.test.mjs
              WORKING_DIRECTORY ${tokjs_dir})
     set_tests_properties(model.tokenizers_vs_transformers_js PROPERTIES FIXTURES_REQUIRED tokenizer_js LABELS model
-        TIMEOUT 300 ENVIRONMENT "KVSHRINK_BIN=$<TARGET_FILE:kvshrink>;KVSHRINK_SHARED=${KVS_SHARED_DIR}")
+        TIMEOUT 300 ENVIRONMENT "KVSHRINK_BIN=$<TARGET_FILE:kvshrink>;KVSHRINK_TEST_DATA=${KVS_TEST_DATA}")
   else()
     add_test(NAME model.tokenizers_vs_transformers_js COMMAND ${CMAKE_COMMAND} -E echo "node and npm are needed (scripts/setup installs them)")
     set_tests_properties(model.tokenizers_vs_transformers_js PROPERTIES WILL_FAIL TRUE LABELS model)
