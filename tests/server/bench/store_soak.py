@@ -5,8 +5,8 @@
 
 Three servers with default store flags (under a KV cap of --cap): contexts in memory, in a
 directory (--contexts-dir), in a real redis-server (--contexts-url; skipped without redis-server).
-Clients create contexts against each without pause for $KVSHRINK_SOAK_SECONDS (default 30; the
-issue's soak is 300) while one live client per server asks short completions. Fails (exit 1) unless:
+Clients create contexts against each without pause for $KVSHRINK_SOAK_SECONDS (default 30; 300 for
+a five-minute soak) while one live client per server asks short completions. Fails (exit 1) unless:
 every create and completion answers 200 (or, for a create, a documented budget refusal), each
 server's RSS stays under its start RSS plus its stated resident budget plus 96 MiB, the directory
 under its stated disk budget, Redis's used_memory under its stated budget (the disk budget of a
