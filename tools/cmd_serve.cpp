@@ -16,6 +16,7 @@
 #include "press/params.h"
 #include "server/request_guard.h"
 #include "server/server.h"
+#include "server/store_budget.h"
 
 namespace kvs::cli {
 namespace {
@@ -31,6 +32,7 @@ struct ServeCliOptions {
   int contexts_timeout_ms = 1000;
   double contexts_resident_mib = 0, contexts_disk_mib = 0;
   int64_t contexts_ttl_s = 0;
+  int64_t contexts_max = 0;
   server::SchedulerOptions sched;
   server::RequestLimits limits;
   int ctx_size = 0;
@@ -147,6 +149,7 @@ void run_serve(ServeCliOptions o) {
   so.contexts.resident_bytes = static_cast<size_t>(o.contexts_resident_mib * 1048576.0);
   so.contexts.disk_bytes = static_cast<size_t>(o.contexts_disk_mib * 1048576.0);
   so.contexts.ttl_s = o.contexts_ttl_s;
+  so.contexts.max_contexts = static_cast<size_t>(o.contexts_max);
   so.http.host = o.host;
   so.http.port = o.port;
   so.http.api_key = o.api_key;
@@ -183,6 +186,7 @@ void run_serve(ServeCliOptions o) {
              o.host, srv.port(), model->name, srv.engine().pool().size(), cap ? format_bytes(cap) : std::string("none"),
              o.sched.parallel, o.sched.max_queue, srv.store().describe(), srv.store().size(),
              o.api_key.empty() ? "" : ", API key required");
+  fmt::print(stderr, "kvshrink serve: context budgets: {}\n", server::describe_store_policy(srv.store().policy()));
   std::fflush(stderr);
   srv.run();
 }
@@ -222,16 +226,22 @@ void register_serve(CLI::App& app) {
                   "second)")
       ->capture_default_str();
   cmd->add_option("--contexts-resident-mib", o->contexts_resident_mib,
-                  "KV MiB the stored contexts may hold in memory (0: no limit); past it the least recently used are "
+                  "KV MiB the stored contexts may hold in memory (0: the default, the KV cap, else a quarter of the "
+                  "machine's memory); past it the least recently used are "
                   "dropped from memory and loaded back from --contexts-dir or Redis when used (without either: deleted)")
       ->check(CLI::Range(0.0, 1e9));
   cmd->add_option("--contexts-ttl", o->contexts_ttl_s,
                   "seconds a stored context may go unused before it is deleted (0: never)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   cmd->add_option("--contexts-disk-mib", o->contexts_disk_mib,
-                  "MiB the .kvc files of --contexts-dir may take (0: no limit); the least recently used are deleted "
-                  "to make room, a context larger than the quota is refused (507)")
+                  "MiB the .kvc files of --contexts-dir (or the Redis server of --contexts-url) may take (0: the "
+                  "default: what the files take now plus half the free space; Redis: a quarter of the machine's "
+                  "memory, at most 90% of maxmemory); the least recently used (Redis: the oldest) are deleted to make "
+                  "room, a context larger than the directory's quota is refused (507)")
       ->check(CLI::Range(0.0, 1e9));
+  cmd->add_option("--contexts-max", o->contexts_max,
+                  "stored contexts at most (0: the default, 10000); past it the least recently used are deleted")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   cmd->add_option("--ctx-size", o->ctx_size, "positions a sequence may reach (default: the model's training context)");
   cmd->add_option("--max-prompt-tokens", o->limits.max_prompt_tokens, "tokens of one prompt or context at most")
       ->capture_default_str();

@@ -360,23 +360,19 @@ void HttpServer::handle_list_contexts(const httplib::Request& req, httplib::Resp
     }
     const std::string order = req.has_param("order") ? req.get_param_value("order") : "desc";
     if (order != "asc" && order != "desc") throw bad_request("'order' must be 'asc' or 'desc'", "order");
-    std::vector<ContextInfo> all = sched_.contexts();  // oldest first
-    if (order == "desc") std::reverse(all.begin(), all.end());
-    size_t start = 0;
-    if (req.has_param("after")) {
-      const std::string after = req.get_param_value("after");
-      const auto it = std::find_if(all.begin(), all.end(), [&](const ContextInfo& i) { return i.id == after; });
-      if (it == all.end())
-        throw bad_request(fmt::format("'after': no context '{}' (deleted?); list again from the start", after.substr(0, 64)),
-                          "after", "context_not_found");
-      start = static_cast<size_t>(it - all.begin()) + 1;
-    }
-    const size_t end = std::min(all.size(), start + static_cast<size_t>(limit));
+    const std::string after = req.has_param("after") ? req.get_param_value("after") : "";
+    if (req.has_param("after") && !valid_context_id(after))
+      throw bad_request(fmt::format("'after': no context '{}' (deleted?); list again from the start", after.substr(0, 64)),
+                        "after", "context_not_found");
+    const ContextPage page = sched_.contexts_page(after, static_cast<size_t>(limit), order == "desc");
+    if (!page.after_found)
+      throw bad_request(fmt::format("'after': no context '{}' (deleted?); list again from the start", after.substr(0, 64)),
+                        "after", "context_not_found");
     nlohmann::json data = nlohmann::json::array();
-    for (size_t i = start; i < end; ++i) data.push_back(all[i].to_json(opt_.model_id));
-    nlohmann::json out = {{"object", "list"}, {"data", data}, {"has_more", end < all.size()}};
-    out["first_id"] = start < end ? nlohmann::json(all[start].id) : nlohmann::json(nullptr);
-    out["last_id"] = start < end ? nlohmann::json(all[end - 1].id) : nlohmann::json(nullptr);
+    for (const ContextInfo& i : page.data) data.push_back(i.to_json(opt_.model_id));
+    nlohmann::json out = {{"object", "list"}, {"data", data}, {"has_more", page.has_more}};
+    out["first_id"] = page.data.empty() ? nlohmann::json(nullptr) : nlohmann::json(page.data.front().id);
+    out["last_id"] = page.data.empty() ? nlohmann::json(nullptr) : nlohmann::json(page.data.back().id);
     res.set_content(dump_json(out), "application/json");
   } catch (const ApiError& e) {
     send_error(res, e);

@@ -19,7 +19,70 @@ namespace {
 
 constexpr int64_t kMaxPos = int64_t{1} << 30;
 
+// The id, creation time, format, roles and kv_compression echo a server wrote (its "server"
+// object), checked; a file `kvshrink compress` wrote has none: a text context made now.
+void server_fields(const nlohmann::json& meta, const std::string& path, const std::string& id, const std::string& press,
+                   ContextInfo& info) {
+  info.id = id;
+  info.created = static_cast<int64_t>(std::time(nullptr));
+  nlohmann::json echo = {{"press", press}};
+  if (meta.contains("server") && meta.at("server").is_object()) {
+    const HeaderFields s(meta.at("server"), path + " (server)");
+    info.created = s.integer_or("created", 0, int64_t{1} << 40, info.created);
+    info.format = s.string_or("format", "text");
+    if (info.format != "text" && info.format != "chat") s.bad("format", "must be 'text' or 'chat'");
+    for (const std::string& r : s.strings_or("roles")) {
+      if (r != "system" && r != "user" && r != "assistant") s.bad("roles", "must hold 'system', 'user' or 'assistant'");
+      info.roles.push_back(r);
+    }
+    if (info.format == "chat" && info.roles.empty()) s.bad("roles", "must not be empty for a chat context");
+    s.object_if_present("compression");
+    if (meta.at("server").contains("compression") && meta.at("server").at("compression").is_object())
+      echo = meta.at("server").at("compression");
+  }
+  info.compression = echo;
+}
+
+void check_fingerprint(const HeaderFields& f, const Model& model, const std::string& path) {
+  const std::string want = f.string_or("model_fingerprint", "");
+  const std::string have = fingerprint_hex(model);
+  if (want != have)
+    fail("{}: made with model '{}' (fingerprint {}), not this server's '{}' ({})", path, f.string_or("model_name", "?"),
+         want.empty() ? "missing" : want, model.name, have);
+}
+
 }  // namespace
+
+ContextInfo KvcContextCodec::describe(const std::string& path, const std::string& id) {
+  const MappedFile file(path);
+  const KvLayout& l = engine_.kv_layout();
+  CacheHeaderLayout h;
+  size_t pages = 0;
+  const nlohmann::json meta = walk_cache_file(
+      file.data(), file.size(), path,
+      [&](const CacheHeaderLayout& hl) {
+        h = hl;
+        if (h.n_layer != l.n_layer || h.n_head_kv != l.n_head_kv || h.head_dim != l.head_dim)
+          fail("{}: cache shape {} layers x {} KV heads x {} dims does not match the model's {} x {} x {}", path, h.n_layer,
+               h.n_head_kv, h.head_dim, l.n_layer, l.n_head_kv, l.head_dim);
+      },
+      [&](const CacheFileHead& head) { pages += (head.pos.size() + l.page_tokens - 1) / l.page_tokens; });
+  const HeaderFields f(meta, path);
+  check_fingerprint(f, model_, path);
+  ContextInfo info;
+  server_fields(meta, path, id, f.string_or("press", "full"), info);
+  const int64_t all_slots = int64_t{h.n_layer} * h.n_head_kv * h.n_past;
+  const auto full_slots = f.integer_or("full_slots", static_cast<int64_t>(h.slots), all_slots, static_cast<int64_t>(h.slots));
+  const size_t full_bytes = static_cast<size_t>(f.integer_or("full_bytes", 0, int64_t{1} << 50, 0));
+  info.n_tokens = static_cast<int32_t>(f.integer_or("context_tokens", 0, h.n_past, h.n_past));
+  info.kv_bytes_full = full_bytes && h.dtype == l.dtype ? full_bytes : full_context_bytes(l, info.n_tokens);
+  info.kv_bytes_held = pages * l.page_bytes();
+  info.keep_measured = full_slots ? static_cast<double>(h.slots) / static_cast<double>(full_slots) : 1.0;
+  info.keep_chosen = f.number_or_null("keep_chosen", 0.0, 1.0);
+  info.persisted = true;
+  info.resident = false;
+  return info;
+}
 
 nlohmann::json KvcContextCodec::header(const ServedContext& c) const {
   const BuiltContext& b = *c.built;
@@ -67,6 +130,20 @@ std::vector<uint8_t> KvcContextCodec::encode(const ServedContext& c) const {
   return encode_cache(*c.built->seq.cache, header(c));
 }
 
+size_t KvcContextCodec::load_bytes_bound(const std::string& path) {
+  const CacheHeaderLayout h = check_cache_header(read_cache_header(path), path);
+  const KvLayout& l = engine_.kv_layout();
+  // Every head holds at most ceil(len / page_tokens) <= len / page_tokens + 1 pages.
+  const uint64_t heads = static_cast<uint64_t>(h.n_layer) * static_cast<uint64_t>(h.n_head_kv);
+  return static_cast<size_t>((h.slots / static_cast<uint64_t>(l.page_tokens) + heads + 1) * l.page_bytes());
+}
+
+size_t KvcContextCodec::kv_room() const {
+  const PagePool& p = engine_.page_pool();
+  if (p.max_bytes() == 0) return SIZE_MAX;
+  return p.max_bytes() > p.bytes_in_use() ? p.max_bytes() - p.bytes_in_use() : 0;
+}
+
 std::shared_ptr<ServedContext> KvcContextCodec::load(const std::string& path, const std::string& id) {
   const MappedFile f(path);
   return decode(f.data(), f.size(), path, id);
@@ -77,11 +154,7 @@ std::shared_ptr<ServedContext> KvcContextCodec::decode(const uint8_t* data, size
   const nlohmann::json meta = parse_cache_header(data, n, path);
   const CacheHeaderLayout h = check_cache_header(meta, path);
   const HeaderFields f(meta, path);
-  const std::string want = f.string_or("model_fingerprint", "");
-  const std::string have = fingerprint_hex(model_);
-  if (want != have)
-    fail("{}: made with model '{}' (fingerprint {}), not this server's '{}' ({})", path, f.string_or("model_name", "?"),
-         want.empty() ? "missing" : want, model_.name, have);
+  check_fingerprint(f, model_, path);
   auto c = std::make_shared<ServedContext>();
   SpecArgs& a = c->args;
   a.press = f.string_or("press", "full");
@@ -110,24 +183,7 @@ std::shared_ptr<ServedContext> KvcContextCodec::decode(const uint8_t* data, size
   PressState state = press_state_from_meta(meta, path);
 
   ContextInfo& info = c->info;
-  info.id = id;
-  info.created = static_cast<int64_t>(std::time(nullptr));
-  nlohmann::json echo = {{"press", a.press}};
-  if (meta.contains("server") && meta.at("server").is_object()) {
-    const HeaderFields s(meta.at("server"), path + " (server)");
-    info.created = s.integer_or("created", 0, int64_t{1} << 40, info.created);
-    info.format = s.string_or("format", "text");
-    if (info.format != "text" && info.format != "chat") s.bad("format", "must be 'text' or 'chat'");
-    for (const std::string& r : s.strings_or("roles")) {
-      if (r != "system" && r != "user" && r != "assistant") s.bad("roles", "must hold 'system', 'user' or 'assistant'");
-      info.roles.push_back(r);
-    }
-    if (info.format == "chat" && info.roles.empty()) s.bad("roles", "must not be empty for a chat context");
-    s.object_if_present("compression");
-    if (meta.at("server").contains("compression") && meta.at("server").at("compression").is_object())
-      echo = meta.at("server").at("compression");
-  }
-  info.compression = echo;
+  server_fields(meta, path, id, a.press, info);
 
   LoadedCache lc = load_cache(data, n, path, engine_.page_pool(), engine_.kv_layout());
   auto b = std::make_shared<BuiltContext>();
@@ -143,7 +199,10 @@ std::shared_ptr<ServedContext> KvcContextCodec::decode(const uint8_t* data, size
         fail("{}: header field 'context_ids' holds {}, outside the model's vocabulary of {}", path, t, model_.hp.n_vocab);
   }
   b->full_slots = full_slots;
-  b->full_bytes = full_bytes ? full_bytes : full_context_bytes(b->seq.cache->layout(), n_tokens);
+  // The header's full size is in the file's KV type; loaded into another type (a q4_0 file into an
+  // f16 server) the rows were converted, and the full size is this server's.
+  const bool converted = h.dtype != engine_.kv_layout().dtype;
+  b->full_bytes = full_bytes && !converted ? full_bytes : full_context_bytes(b->seq.cache->layout(), n_tokens);
   b->result.slots_before = full_slots;
   b->result.slots_after = b->seq.cache->total_slots();
   b->kept_slots = b->result.slots_after;

@@ -24,6 +24,9 @@ class KvcContextCodec : public ContextCodec {
   // `name` names the bytes in errors (the Redis key, the file).
   std::shared_ptr<ServedContext> decode(const uint8_t* data, size_t n, const std::string& name,
                                         const std::string& id) override;
+  size_t load_bytes_bound(const std::string& path) override;
+  ContextInfo describe(const std::string& path, const std::string& id) override;
+  size_t kv_room() const override;
 
   // The header written for `c` (without the layout fields save_cache adds).
   nlohmann::json header(const ServedContext& c) const;

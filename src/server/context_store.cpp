@@ -42,6 +42,7 @@ void MemoryContextStore::put(std::shared_ptr<ServedContext> c) {
   const std::string id = e.info.id;
   entries_[id] = std::move(e);
   enforce_resident(id);
+  enforce_count(id);
 }
 
 std::shared_ptr<ServedContext> MemoryContextStore::get(const std::string& id) {
@@ -109,6 +110,19 @@ void MemoryContextStore::enforce_resident(const std::string& keep) {
   }
 }
 
+void MemoryContextStore::enforce_count(const std::string& keep) {
+  if (policy_.max_contexts == 0) return;
+  while (entries_.size() > policy_.max_contexts) {
+    Entry* lru = nullptr;
+    for (auto& [id, e] : entries_)
+      if (id != keep && (!lru || e.use_seq < lru->use_seq)) lru = &e;
+    if (!lru) return;
+    deleted_.push_back(lru->info.id);
+    ++counters_.deleted_count;
+    erase(lru->info.id);
+  }
+}
+
 std::vector<std::string> MemoryContextStore::maintain(int64_t now) {
   if (policy_.ttl_s > 0) {
     std::vector<std::string> expired;
@@ -132,20 +146,34 @@ std::vector<std::string> MemoryContextStore::maintain(int64_t now) {
   return out;
 }
 
-bool MemoryContextStore::release_for_kv(const std::vector<const ServedContext*>& in_use) {
-  Entry* lru = nullptr;
+bool MemoryContextStore::release_for_kv(const std::vector<const ServedContext*>& in_use, bool may_delete) {
+  Entry* lru = nullptr;       // the least recently used with a file (dropped from memory only)
+  Entry* lru_mem = nullptr;   // the least recently used without one (deleted, when allowed)
   for (auto& [id, e] : entries_) {
-    if (!e.ctx || !has_file(e) || std::find(in_use.begin(), in_use.end(), e.ctx.get()) != in_use.end()) continue;
-    if (!lru || e.use_seq < lru->use_seq) lru = &e;
+    if (!e.ctx || std::find(in_use.begin(), in_use.end(), e.ctx.get()) != in_use.end()) continue;
+    Entry*& slot = has_file(e) ? lru : lru_mem;
+    if (!slot || e.use_seq < slot->use_seq) slot = &e;
   }
-  if (!lru) return false;
-  lru->ctx.reset();
-  ++counters_.evicted_kv_pressure;
+  if (lru) {
+    lru->ctx.reset();
+    ++counters_.evicted_kv_pressure;
+    return true;
+  }
+  if (!may_delete || !lru_mem) return false;
+  deleted_.push_back(lru_mem->info.id);
+  ++counters_.deleted_kv_pressure;
+  erase(lru_mem->info.id);
   return true;
+}
+
+size_t MemoryContextStore::load_bytes(const std::string& id) const {
+  const auto it = entries_.find(id);
+  return it == entries_.end() || it->second.ctx ? 0 : it->second.info.kv_bytes_held;
 }
 
 StoreStats MemoryContextStore::stats() const {
   StoreStats s = counters_;
+  s.budget = policy_;
   s.stored = entries_.size();
   s.resident = s.resident_bytes = s.disk_bytes = 0;
   for (const auto& [id, e] : entries_) {

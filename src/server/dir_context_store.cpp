@@ -84,6 +84,21 @@ std::vector<std::string> DirContextStore::restore() {
       continue;
     }
     try {
+      // Under the KV cap the least recently restored go back to disk only to make room: every
+      // valid file is listed and answerable (loaded back when asked), none skipped for memory.
+      const size_t need = codec_.load_bytes_bound(p.string());
+      while (codec_.kv_room() < need && MemoryContextStore::release_for_kv({}, false)) {
+      }
+      if (codec_.kv_room() < need) {
+        // Larger than the whole cap: listed from its header, loaded (or refused, 400) when asked.
+        Entry e;
+        e.info = codec_.describe(p.string(), id);
+        e.file_bytes = static_cast<size_t>(fs::file_size(p, ec));
+        e.last_used = now_s();
+        e.use_seq = ++use_seq_;
+        entries_[id] = std::move(e);
+        continue;
+      }
       std::shared_ptr<ServedContext> c = codec_.load(p.string(), id);
       c->info.persisted = true;
       Entry e;

@@ -153,6 +153,18 @@ std::string Metrics::render(const HttpGauges& http) const {
   o += fmt::format("kvshrink_contexts_deleted_total{{reason=\"ttl\"}} {}\n", g_.store.deleted_ttl);
   o += fmt::format("kvshrink_contexts_deleted_total{{reason=\"disk_quota\"}} {}\n", g_.store.deleted_disk);
   o += fmt::format("kvshrink_contexts_deleted_total{{reason=\"resident_budget\"}} {}\n", g_.store.deleted_memory);
+  o += fmt::format("kvshrink_contexts_deleted_total{{reason=\"count\"}} {}\n", g_.store.deleted_count);
+  o += fmt::format("kvshrink_contexts_deleted_total{{reason=\"kv_pressure\"}} {}\n", g_.store.deleted_kv_pressure);
+  scalar(o, "kvshrink_contexts_budget_resident_bytes", "gauge",
+         "KV bytes the stored contexts may hold in memory (--contexts-resident-mib or its default; 0 = none).",
+         g_.store.budget.resident_bytes);
+  scalar(o, "kvshrink_contexts_budget_disk_bytes", "gauge",
+         "Bytes the contexts directory's files may take (--contexts-disk-mib or its default; 0 = none).",
+         g_.store.budget.disk_bytes);
+  scalar(o, "kvshrink_contexts_budget_count", "gauge", "Stored contexts at most (--contexts-max or its default; 0 = none).",
+         g_.store.budget.max_contexts);
+  scalar(o, "kvshrink_contexts_budget_ttl_seconds", "gauge", "Seconds a stored context may go unused (--contexts-ttl; 0 = none).",
+         g_.store.budget.ttl_s);
   scalar(o, "kvshrink_http_connections", "gauge", "Open HTTP connections.", http.connections_open);
   scalar(o, "kvshrink_http_connections_accepted_total", "counter", "HTTP connections accepted.", http.connections_accepted);
   header(o, "kvshrink_http_connections_rejected_total", "counter",

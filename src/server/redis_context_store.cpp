@@ -8,6 +8,7 @@
 #include "runtime/kvc_meta.h"
 #include "server/api_error.h"
 #include "server/api_request.h"
+#include "server/store_budget.h"
 
 namespace kvs::server {
 
@@ -38,14 +39,33 @@ ContextInfo info_from_json(const std::string& text, const std::string& id) {
     if (!j.contains(k) || !j.at(k).is_number()) fail("its info has no number '{}'", k);
     return j.at(k);
   };
+  // An integer field in [lo, hi]: a float, a negative or a huge value is refused, never converted
+  // (1e300 to int32 is undefined behaviour).
+  auto integer = [&](const char* k, int64_t lo, int64_t hi) -> int64_t {
+    const nlohmann::json& v = num(k);
+    if (v.is_number_unsigned()) {
+      const uint64_t u = v.get<uint64_t>();
+      if (u <= static_cast<uint64_t>(hi) && static_cast<int64_t>(u) >= lo) return static_cast<int64_t>(u);
+    } else if (v.is_number_integer()) {
+      const int64_t n = v.get<int64_t>();
+      if (n >= lo && n <= hi) return n;
+    }
+    fail("its info's '{}' is {} (expected an integer in [{}, {}])", k, v.dump().substr(0, 32), lo, hi);
+  };
+  auto fraction = [&](const nlohmann::json& v, const char* k) {
+    const double d = v.get<double>();
+    if (!(d >= 0.0 && d <= 1.0)) fail("its info's '{}' is {} (expected a number in [0, 1])", k, v.dump().substr(0, 32));
+    return d;
+  };
+  constexpr int64_t kMaxBytes = int64_t{1} << 50, kMaxTokens = int64_t{1} << 30;
   i.id = id;
-  i.created = num("created").get<int64_t>();
-  i.seq = num("seq").get<uint64_t>();
-  i.n_tokens = num("n_tokens").get<int32_t>();
-  i.kv_bytes_full = num("kv_bytes_full").get<size_t>();
-  i.kv_bytes_held = num("kv_bytes_held").get<size_t>();
-  i.keep_measured = num("keep_measured").get<double>();
-  if (j.contains("keep_chosen") && j.at("keep_chosen").is_number()) i.keep_chosen = j.at("keep_chosen").get<double>();
+  i.created = integer("created", 0, int64_t{1} << 40);
+  i.seq = static_cast<uint64_t>(integer("seq", 0, int64_t{1} << 62));
+  i.n_tokens = static_cast<int32_t>(integer("n_tokens", 0, kMaxTokens));
+  i.kv_bytes_full = static_cast<size_t>(integer("kv_bytes_full", 0, kMaxBytes));
+  i.kv_bytes_held = static_cast<size_t>(integer("kv_bytes_held", 0, kMaxBytes));
+  i.keep_measured = fraction(num("keep_measured"), "keep_measured");
+  if (j.contains("keep_chosen") && j.at("keep_chosen").is_number()) i.keep_chosen = fraction(j.at("keep_chosen"), "keep_chosen");
   if (!j.contains("format") || !j.at("format").is_string()) fail("its info has no string 'format'");
   i.format = j.at("format").get<std::string>();
   if (j.contains("roles") && j.at("roles").is_array())
@@ -131,13 +151,30 @@ void RedisContextStore::other_model(const std::string& id, const std::string& mo
 }
 
 void RedisContextStore::set_policy(const StorePolicy& p) {
-  if (p.disk_bytes > 0)
-    fail("--contexts-disk-mib limits a contexts directory; with --contexts-url the Redis server's own limits apply "
-         "(maxmemory, docs/deploy.md)");
   ttl_s_ = p.ttl_s;
+  max_contexts_ = p.max_contexts;
   StorePolicy memory = p;
   memory.ttl_s = 0;  // expiry is Redis's (EXPIRE): a context unused here may be in use elsewhere
+  memory.max_contexts = 0;  // counted in Redis (put): the copies here are a cache of it
+  // The disk budget of a Redis store is the Redis server's memory (used_memory, checked at every
+  // put); by default a quarter of this machine's memory, lowered to 90% of Redis's maxmemory at
+  // start (restore) so that the oldest contexts go before Redis refuses writes.
+  if (memory.disk_bytes == 0) memory.disk_bytes = machine_memory_bytes() / 4;
   MemoryContextStore::set_policy(memory);
+}
+
+StorePolicy RedisContextStore::policy() const {
+  StorePolicy p = MemoryContextStore::policy();  // resident_bytes, disk_bytes (Redis's memory)
+  p.ttl_s = ttl_s_;
+  p.max_contexts = max_contexts_;
+  return p;
+}
+
+StoreStats RedisContextStore::stats() const {
+  StoreStats s = MemoryContextStore::stats();
+  s.budget = policy();
+  s.deleted_count += deleted_count_;
+  return s;
 }
 
 void RedisContextStore::publish_resident() {
@@ -164,6 +201,14 @@ std::vector<std::string> RedisContextStore::restore() {
     client_->command({"PING"});
   } catch (const RedisError& e) {
     return {fmt::format("{} (contexts cannot be created or loaded until it answers; completions work)", e.what())};
+  }
+  try {
+    // CONFIG may be disabled (managed Redis): the budget stays as it is then.
+    const std::vector<RedisReply> r = client_->command({"CONFIG", "GET", "maxmemory"}).elements;
+    const long long maxmemory = r.size() == 2 ? std::atoll(r[1].str.c_str()) : 0;
+    const size_t ceiling = static_cast<size_t>(static_cast<double>(maxmemory) * 0.9);
+    if (maxmemory > 0 && (policy_.disk_bytes == 0 || policy_.disk_bytes > ceiling)) policy_.disk_bytes = ceiling;
+  } catch (const RedisError&) {
   }
   return {};
 }
@@ -207,6 +252,67 @@ void RedisContextStore::put(std::shared_ptr<ServedContext> c) {
   c->info.persisted = true;
   MemoryContextStore::put(std::move(c));
   entries_[id].file_bytes = bytes.size();
+  // The disk budget (Redis's used_memory): the oldest contexts under the prefix go, a batch sized
+  // by the excess at a time, never the new one.
+  [&] {
+    if (policy_.disk_bytes == 0) return;
+    auto used = [&]() -> size_t {
+      const std::string info = client_->command({"INFO", "memory"}).str;
+      const size_t p = info.find("used_memory:");
+      return p == std::string::npos ? 0 : static_cast<size_t>(std::atoll(info.c_str() + p + 12));
+    };
+    try {
+      for (int round = 0; round < 16; ++round) {
+        const size_t u = used();
+        if (u <= policy_.disk_bytes) return;
+        const size_t per = std::max<size_t>(entries_.count(id) ? entries_.at(id).file_bytes : 0, 4096);
+        const size_t n = std::min<size_t>((u - policy_.disk_bytes) / per + 1, 256);
+        const std::vector<RedisReply> old = client_->command({"ZRANGE", ids, "0", std::to_string(n - 1)}).elements;
+        std::vector<std::string> keys;
+        for (const RedisReply& o : old) keys.push_back(key_of(o.str));
+        std::vector<RedisClient::Command> del;
+        for (size_t i = 0; i < old.size(); ++i) {
+          if (old[i].str == id) continue;
+          del.push_back({"MULTI"});
+          del.push_back({"DEL", keys[i]});
+          del.push_back({"ZREM", ids, old[i].str});
+          del.push_back({"EXEC"});
+          entries_.erase(old[i].str);
+          ++counters_.deleted_disk;
+        }
+        if (del.empty()) return;  // only the new context is left: it stays
+        client_->pipeline(del);
+      }
+    } catch (const RedisError&) {
+      // unreachable now: the next put tries again
+    }
+  }();
+  if (max_contexts_ > 0) {
+    // The count budget, shared by the replicas: the oldest contexts under the prefix go (not this
+    // one: it has the highest score). A failure here leaves the new context stored; the next put
+    // tries again.
+    try {
+      const long long n = client_->command({"ZCARD", ids}).integer;
+      if (n > static_cast<long long>(max_contexts_)) {
+        const std::string last = std::to_string(n - static_cast<long long>(max_contexts_) - 1);
+        const std::vector<RedisReply> old = client_->command({"ZRANGE", ids, "0", last}).elements;
+        std::vector<std::string> keys;
+        for (const RedisReply& o : old) keys.push_back(key_of(o.str));
+        std::vector<RedisClient::Command> del;
+        for (size_t i = 0; i < old.size(); ++i) {
+          if (old[i].str == id) continue;
+          del.push_back({"MULTI"});
+          del.push_back({"DEL", keys[i]});
+          del.push_back({"ZREM", ids, old[i].str});
+          del.push_back({"EXEC"});
+          entries_.erase(old[i].str);
+          ++deleted_count_;
+        }
+        if (!del.empty()) client_->pipeline(del);
+      }
+    } catch (const RedisError&) {
+    }
+  }
   publish_resident();
 }
 
@@ -293,10 +399,21 @@ std::vector<std::string> RedisContextStore::maintain(int64_t now) {
   return out;
 }
 
-bool RedisContextStore::release_for_kv(const std::vector<const ServedContext*>& in_use) {
-  const bool released = MemoryContextStore::release_for_kv(in_use);
+bool RedisContextStore::release_for_kv(const std::vector<const ServedContext*>& in_use, bool may_delete) {
+  (void)may_delete;  // every context is in Redis: dropping the copy here is enough
+  const bool released = MemoryContextStore::release_for_kv(in_use, false);
   publish_resident();
   return released;
+}
+
+size_t RedisContextStore::load_bytes(const std::string& id) const {
+  if (entries_.count(id)) return MemoryContextStore::load_bytes(id);
+  try {
+    const std::optional<ContextInfo> i = lookup(id);  // made by another replica: its info says
+    return i ? i->kv_bytes_held : 0;
+  } catch (const std::exception&) {
+    return 0;  // get() reports what is wrong
+  }
 }
 
 std::optional<ContextInfo> RedisContextStore::lookup(const std::string& id) const {
@@ -320,17 +437,16 @@ std::optional<ContextInfo> RedisContextStore::lookup(const std::string& id) cons
   return i;
 }
 
-std::vector<ContextInfo> RedisContextStore::lookup_all() const {
+std::vector<ContextInfo> RedisContextStore::infos_of(const std::vector<RedisReply>& ids) const {
   std::vector<ContextInfo> out;
-  try {
-    const std::vector<RedisReply> ids = client_->command({"ZRANGE", prefix_ + "ids", "0", "-1"}).elements;
-    if (ids.empty()) return out;
-    std::vector<std::string> keys;
-    std::vector<RedisClient::Command> cmds;
-    for (const RedisReply& id : ids) keys.push_back(key_of(id.str));
-    for (const std::string& k : keys) cmds.push_back({"HMGET", k, "fingerprint", "info"});
-    const std::vector<RedisReply> infos = client_->pipeline(cmds);
-    std::vector<std::string> gone;
+  if (ids.empty()) return out;
+  std::vector<std::string> keys;
+  std::vector<RedisClient::Command> cmds;
+  for (const RedisReply& id : ids) keys.push_back(key_of(id.str));
+  for (const std::string& k : keys) cmds.push_back({"HMGET", k, "fingerprint", "info"});
+  const std::vector<RedisReply> infos = client_->pipeline(cmds);
+  std::vector<std::string> gone;
+  {
     std::lock_guard<std::mutex> l(resident_mu_);
     for (size_t i = 0; i < ids.size(); ++i) {
       const std::vector<RedisReply>& f = infos[i].elements;
@@ -347,12 +463,20 @@ std::vector<ContextInfo> RedisContextStore::lookup_all() const {
         // unreadable: left out of the list (a GET of it says why)
       }
     }
-    if (!gone.empty()) {
-      const std::string index = prefix_ + "ids";
-      RedisClient::Command zrem = {"ZREM", index};
-      for (const std::string& g : gone) zrem.push_back(g);
-      client_->command(zrem);
-    }
+  }
+  if (!gone.empty()) {
+    const std::string index = prefix_ + "ids";
+    RedisClient::Command zrem = {"ZREM", index};
+    for (const std::string& g : gone) zrem.push_back(g);
+    client_->command(zrem);
+  }
+  return out;
+}
+
+std::vector<ContextInfo> RedisContextStore::lookup_all() const {
+  std::vector<ContextInfo> out;
+  try {
+    out = infos_of(client_->command({"ZRANGE", prefix_ + "ids", "0", "-1"}).elements);
   } catch (const RedisError& e) {
     unavailable("the contexts cannot be listed", e);
   }
@@ -361,6 +485,43 @@ std::vector<ContextInfo> RedisContextStore::lookup_all() const {
     return a.seq != b.seq ? a.seq < b.seq : a.id < b.id;
   });
   return out;
+}
+
+ContextPage RedisContextStore::lookup_page(const std::string& after, size_t limit, bool descending) const {
+  ContextPage page;
+  const std::string index = prefix_ + "ids";
+  try {
+    std::string bound = descending ? "+inf" : "-inf";  // where the next read starts
+    if (!after.empty()) {
+      const RedisReply score = client_->command({"ZSCORE", index, after});
+      if (score.is_nil()) {
+        page.after_found = false;
+        return page;
+      }
+      bound = "(" + score.str;  // exclusive: the page starts after it
+    }
+    const std::string end = descending ? "-inf" : "+inf";
+    // Entries left out (expired, another model's) are skipped: read on until the page holds one
+    // more than asked (which says whether more follow) or the index ends.
+    for (;;) {
+      const size_t want = limit + 1 - page.data.size();
+      const std::string count = std::to_string(want);
+      const std::vector<RedisReply> r =
+          client_->command({descending ? "ZREVRANGEBYSCORE" : "ZRANGEBYSCORE", index, bound, end, "WITHSCORES", "LIMIT",
+                            "0", count})
+              .elements;
+      std::vector<RedisReply> ids;
+      for (size_t i = 0; i + 1 < r.size(); i += 2) ids.push_back(r[i]);
+      for (ContextInfo& c : infos_of(ids)) page.data.push_back(std::move(c));
+      if (ids.size() < want || page.data.size() > limit) break;
+      bound = "(" + r[r.size() - 1].str;
+    }
+  } catch (const RedisError& e) {
+    unavailable("the contexts cannot be listed", e);
+  }
+  page.has_more = page.data.size() > limit;
+  if (page.has_more) page.data.resize(limit);
+  return page;
 }
 
 }  // namespace kvs::server

@@ -13,6 +13,9 @@
 //                           fingerprint  the model's fingerprint (runtime/kvc_meta.h)
 //   <prefix>ids       zset  member <id>, score the creation order (<prefix>seq, INCR)
 //   <prefix>seq       integer
+// The index is read a page at a time (ZRANGE / ZRANGEBYSCORE with LIMIT, ZSCORE of `after`), never
+// whole, so a list costs the same with 50,000 contexts as with 50. Past --contexts-max contexts
+// under the prefix, a put deletes the oldest (lowest score) of every replica.
 // A context is written by one MULTI/EXEC (the hash and its index entry together: visible whole or
 // not at all) and deleted the same way; with --contexts-ttl the hash expires after that long
 // without use (EXPIRE, refreshed when a replica uses it; the index entry of an expired hash is
@@ -66,11 +69,15 @@ class RedisContextStore : public MemoryContextStore {
   std::string describe() const override;
   void set_policy(const StorePolicy& p) override;
   std::vector<std::string> maintain(int64_t now) override;
-  bool release_for_kv(const std::vector<const ServedContext*>& in_use) override;
+  bool release_for_kv(const std::vector<const ServedContext*>& in_use, bool may_delete = false) override;
+  size_t load_bytes(const std::string& id) const override;
+  StorePolicy policy() const override;
+  StoreStats stats() const override;
 
   bool shared() const override { return true; }
   std::optional<ContextInfo> lookup(const std::string& id) const override;
   std::vector<ContextInfo> lookup_all() const override;
+  ContextPage lookup_page(const std::string& after, size_t limit, bool descending) const override;
   void check_writable() const override;
 
   RedisClient& client() { return *client_; }
@@ -89,6 +96,11 @@ class RedisContextStore : public MemoryContextStore {
   ContextCodec& codec_;
   std::string prefix_, model_name_, fingerprint_;
   int64_t ttl_s_ = 0;  // Redis EXPIRE (the memory layer has no TTL)
+  size_t max_contexts_ = 0;  // contexts under the prefix at most (shared by the replicas; the oldest deleted)
+  uint64_t deleted_count_ = 0;
+  // Infos of `ids` (index members) in order, leaving out other models' and unreadable ones;
+  // expired entries are dropped from the index.
+  std::vector<ContextInfo> infos_of(const std::vector<RedisReply>& ids) const;
 
   mutable std::mutex resident_mu_;       // guards the four below and stop_
   std::set<std::string> resident_ids_;   // in memory here

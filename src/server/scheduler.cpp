@@ -117,6 +117,26 @@ std::vector<ContextInfo> Scheduler::contexts() const {
   return out;
 }
 
+ContextPage Scheduler::contexts_page(const std::string& after, size_t limit, bool descending) const {
+  if (store_.shared()) return store_.lookup_page(after, limit, descending);
+  std::vector<ContextInfo> all = contexts();  // oldest first
+  if (descending) std::reverse(all.begin(), all.end());
+  ContextPage page;
+  size_t start = 0;
+  if (!after.empty()) {
+    const auto it = std::find_if(all.begin(), all.end(), [&](const ContextInfo& i) { return i.id == after; });
+    if (it == all.end()) {
+      page.after_found = false;
+      return page;
+    }
+    start = static_cast<size_t>(it - all.begin()) + 1;
+  }
+  const size_t end = std::min(all.size(), start + limit);
+  page.data.assign(all.begin() + static_cast<std::ptrdiff_t>(start), all.begin() + static_cast<std::ptrdiff_t>(end));
+  page.has_more = end < all.size();
+  return page;
+}
+
 bool Scheduler::remove_context(const std::string& id) {
   auto done = std::make_shared<std::promise<bool>>();
   std::future<bool> f = done->get_future();
@@ -283,7 +303,28 @@ void Scheduler::admit() {
     }
     std::shared_ptr<ServedContext> ctx;
     const JobInput& in = job->input;
+    const size_t cap = cap_pages();
+    const size_t pb = engine_.page_pool().page_bytes();
     if (!in.context_id.empty()) {
+      // A context on disk only is loaded back into the page pool: under the cap, room is made
+      // first (resident contexts not in use go to disk); while sequences in flight hold the rest,
+      // the job waits (first come, first served) instead of failing the load.
+      if (const size_t load = cap ? ceil_div(static_cast<int64_t>(store_.load_bytes(in.context_id)), static_cast<int64_t>(pb)) : 0;
+          load > 0) {
+        if (load > cap) {
+          {
+            std::lock_guard<std::mutex> l(mu_);
+            queue_.pop_front();
+          }
+          metrics_.rejected("kv_memory");
+          job->fail(bad_request(fmt::format("context '{}' holds {} bytes of KV cache, more than the server's cap of {} "
+                                            "bytes (--max-kv-bytes): it cannot be loaded by this server",
+                                            in.context_id, load * pb, cap * pb),
+                                "context_id", "kv_memory_exceeded"));
+          continue;
+        }
+        if (!make_room(load, nullptr)) return;
+      }
       try {
         ctx = store_.get(in.context_id);  // loaded back from disk (or Redis) if it is not in memory
       } catch (const ApiError& e) {  // a shared store: 503 (unreachable), 409 (another model)
@@ -312,7 +353,6 @@ void Scheduler::admit() {
       }
     }
     const size_t est = estimate_pages(in, ctx.get());
-    const size_t cap = cap_pages();
     if (cap) {
       if (est + (ctx ? ctx->built->seq.cache->pages_held() : 0) > cap) {
         {
@@ -320,7 +360,6 @@ void Scheduler::admit() {
           queue_.pop_front();
         }
         metrics_.rejected("kv_memory");
-        const size_t pb = engine_.kv_layout().page_bytes();
         job->fail(bad_request(fmt::format("this request may need up to {} bytes of KV cache, more than the server's cap "
                                           "of {} bytes (--max-kv-bytes); use a shorter prompt, fewer max_tokens or "
                                           "kv_compression",
@@ -328,15 +367,9 @@ void Scheduler::admit() {
                               "", "kv_memory_exceeded"));
         continue;
       }
-      // Stored contexts that are on disk make room (least recently used first, none in use); else
-      // wait (first come, first served).
-      if (context_pages() + reserved_pages() + est > cap) {
-        std::vector<const ServedContext*> in_use{ctx.get()};
-        for (const auto& a : active_) in_use.push_back(a->ctx.get());
-        while (context_pages() + reserved_pages() + est > cap && store_.release_for_kv(in_use)) {
-        }
-        if (context_pages() + reserved_pages() + est > cap) return;
-      }
+      // Stored contexts make room (least recently used first, none in use); else wait (first
+      // come, first served).
+      if (!make_room(est, ctx.get())) return;
     }
     {
       std::lock_guard<std::mutex> l(mu_);
@@ -368,6 +401,35 @@ void Scheduler::admit() {
     job->update([](JobSnapshot& s) { s.state = JobSnapshot::State::Running; });
     active_.push_back(std::move(a));
   }
+}
+
+size_t Scheduler::pinned_pages(const ServedContext* ctx) const {
+  std::set<const KvCache*> seen;
+  size_t pages = 0;
+  auto add = [&](const ServedContext* c) {
+    if (!c || !c->built || !c->built->seq.cache) return;
+    if (seen.insert(c->built->seq.cache.get()).second) pages += c->built->seq.cache->pages_held();
+  };
+  add(ctx);
+  for (const auto& a : active_) add(a->ctx.get());
+  return pages;
+}
+
+bool Scheduler::make_room(size_t pages, const ServedContext* ctx) {
+  const size_t cap = cap_pages();
+  auto fits = [&] { return context_pages() + reserved_pages() + pages <= cap; };
+  if (fits()) return true;
+  std::vector<const ServedContext*> in_use{ctx};
+  for (const auto& a : active_) in_use.push_back(a->ctx.get());
+  while (!fits() && store_.release_for_kv(in_use, false)) {
+  }
+  if (fits()) return true;
+  // Contexts with no file to reload from are deleted only when that admits this request now: when
+  // what the sequences in flight hold (and the contexts they answer from, never touched) keeps it
+  // out anyway, it waits for them rather than lose contexts for nothing.
+  if (pinned_pages(ctx) + reserved_pages() + pages > cap) return false;
+  while (!fits() && store_.release_for_kv(in_use, true)) last_sync_ = {};
+  return fits();
 }
 
 void Scheduler::count_unfinished(const Active& a) {
@@ -486,11 +548,18 @@ void Scheduler::finish(Active& a) {
       a.job->fail(ApiError(500, fmt::format("the context could not be stored: {}", e.what()), "server_error"));
       return;
     }
+    bool deleted = false;
     {
       std::lock_guard<std::mutex> l(mu_);
       infos_[sc->info.id] = sc->info;
+      deleted = !store_.shared() && infos_.size() != store_.size();
     }
-    last_sync_ = {};  // the put may have deleted older contexts (budget, quota): sync at once
+    // The put deleted older contexts (budget, quota): the list drops them before the client
+    // hears of the new one.
+    if (deleted) {
+      last_sync_ = {};
+      sync_contexts();
+    }
     const ContextInfo info = sc->info;
     a.job->update([&](JobSnapshot& s) {
       s.state = JobSnapshot::State::Done;

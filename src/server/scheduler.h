@@ -63,6 +63,9 @@ class Scheduler {
   // Stored contexts, for handlers (copies; safe from any thread).
   std::optional<ContextInfo> context_info(const std::string& id) const;
   std::vector<ContextInfo> contexts() const;
+  // One page of them in creation order (newest first when `descending`) after the context named
+  // `after` ("": from the start); a shared store reads only that page of its index.
+  ContextPage contexts_page(const std::string& after, size_t limit, bool descending) const;
   // Drops a context (on the scheduler thread, between steps); false if unknown. Questions
   // running on it finish normally (their forks keep the pages they share until then). Throws
   // the shared store's ApiError (503, 409).
@@ -98,6 +101,10 @@ class Scheduler {
   // contexts' infos (resident flags, contexts the store deleted).
   void sync_contexts();
   size_t context_pages() const;  // pages of stored contexts and of deleted ones still answered from
+  size_t pinned_pages(const ServedContext* ctx) const;  // of those, what `ctx` and the sequences in flight hold
+  // Frees room under the cap for `pages` more (stored contexts not in use go to disk; without a
+  // file they are deleted when that admits the request now). False: wait.
+  bool make_room(size_t pages, const ServedContext* ctx);
   size_t reserved_pages() const;
   size_t cap_pages() const;
   std::string new_context_id();

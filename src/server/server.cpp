@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "server/dir_context_store.h"
+#include "server/store_budget.h"
 
 namespace kvs::server {
 
@@ -17,9 +18,11 @@ Server::Server(const Model& model, ServeOptions opt) {
     store_ = std::make_unique<MemoryContextStore>();
   else
     store_ = std::make_unique<DirContextStore>(opt.contexts_dir, *codec_);
-  if (opt.contexts.disk_bytes > 0 && opt.contexts_dir.empty())
-    fail("--contexts-disk-mib limits the contexts directory: give --contexts-dir too");
-  store_->set_policy(opt.contexts);  // before the scheduler restores the directory
+  if (opt.contexts.disk_bytes > 0 && opt.contexts_dir.empty() && opt.redis.url.empty())
+    fail("--contexts-disk-mib limits the contexts directory (or the Redis server's memory): give --contexts-dir or "
+         "--contexts-url too");
+  // Before the scheduler restores the directory; budgets left at 0 get their defaults.
+  store_->set_policy(default_store_policy(opt.contexts, opt.engine.kv_max_bytes, opt.contexts_dir));
   if (opt.http.limits.n_vocab == 0) opt.http.limits.n_vocab = model.hp.n_vocab;
   scheduler_ = std::make_unique<Scheduler>(*engine_, *store_, metrics_, opt.scheduler);
   http_ = std::make_unique<HttpServer>(model, *scheduler_, metrics_, opt.http);
