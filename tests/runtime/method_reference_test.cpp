@@ -162,20 +162,46 @@ std::vector<int32_t> continuation(const Tokenizer& tok, const std::string& text)
   return {b.begin() + static_cast<std::ptrdiff_t>(a.size()), b.end()};
 }
 
+// The model, the engine and the reference prefill of the context, shared by the tests (the scalar
+// forward is the slow part).
 class MethodReference : public ::testing::Test {
  protected:
-  void SetUp() override {
-    if (!std::filesystem::exists(v8s1_dir() + "/config.json")) GTEST_SKIP() << "no testbed/models/v8s1";
-    model_ = Model::load(v8s1_dir());
+  struct Shared {
+    std::unique_ptr<Model> model;
+    std::unique_ptr<Engine> engine;
+    std::vector<int32_t> ctx;
+    std::unique_ptr<KvCache> rc;  // the reference's prefilled cache (f32 K/V)
+    std::vector<LayerRows> rows;  // its queries, pre-RoPE keys and attention inputs
+  };
+  static inline Shared* shared_ = nullptr;
+  static void SetUpTestSuite() {
+    if (!std::filesystem::exists(v8s1_dir() + "/config.json")) return;
+    shared_ = new Shared;
+    shared_->model = Model::load(v8s1_dir());
     EngineParams ep;
     ep.kv_dtype = DType::F32;  // the reference's cache holds f32 K/V too
     ep.n_threads = 2;
-    engine_ = std::make_unique<Engine>(*model_, ep);
-    ctx_ = model_->tokenizer->encode(context_text(), true, false);
+    shared_->engine = std::make_unique<Engine>(*shared_->model, ep);
+    shared_->ctx = shared_->model->tokenizer->encode(context_text(), true, false);
+    shared_->rc = shared_->engine->new_cache();
+    shared_->rows = ref_forward(*shared_->model, *shared_->rc, shared_->ctx, 0);
   }
-  std::unique_ptr<Model> model_;
-  std::unique_ptr<Engine> engine_;
+  static void TearDownTestSuite() {
+    delete shared_;
+    shared_ = nullptr;
+  }
+  void SetUp() override {
+    if (!shared_) GTEST_SKIP() << "no testbed/models/v8s1";
+    model_ = shared_->model.get();
+    engine_ = shared_->engine.get();
+    ctx_ = shared_->ctx;
+    ref_cache_ = shared_->rc.get();
+  }
+  const Model* model_ = nullptr;
+  Engine* engine_ = nullptr;
   std::vector<int32_t> ctx_;
+  const KvCache* ref_cache_ = nullptr;  // the reference prefill's cache
+  const std::vector<LayerRows>& ref_rows() const { return shared_->rows; }
 };
 
 // KVzip (Kim et al. 2025, Eq. 2 and §3.4; official snu-mllab/KVzip, kvpress kvzip_press.py): the
@@ -201,8 +227,6 @@ TEST_F(MethodReference, KvzipKeepsWhatItsRepeatPassReferenceKeeps) {
   CompressedContext c(*engine_, make_compression_spec(a));
   c.prefill(ctx_);
 
-  auto rc = engine_->new_cache();
-  ref_forward(m, *rc, ctx_, 0);
   std::vector<std::vector<double>> score(static_cast<size_t>(L * Hkv), std::vector<double>(static_cast<size_t>(n), 0.0));
   for (auto& s : score) std::fill(s.begin(), s.begin() + sinks, kInf);
   const std::vector<int32_t> first = continuation(*m.tokenizer, "\n\nRepeat the previous context exactly.");
@@ -214,7 +238,7 @@ TEST_F(MethodReference, KvzipKeepsWhatItsRepeatPassReferenceKeeps) {
     std::vector<int32_t> ids = p0 == sinks ? first : part;
     if (p0 != sinks) ids.insert(ids.end(), ctx_.begin() + (p0 - 8), ctx_.begin() + p0);
     ids.insert(ids.end(), ctx_.begin() + p0, ctx_.begin() + p1);
-    auto fork = rc->fork();
+    auto fork = ref_cache_->fork();
     const auto rows = ref_forward(m, *fork, ids, n);
     const int T = static_cast<int>(ids.size());
     for (int layer = 0; layer < L; ++layer)
@@ -347,14 +371,13 @@ TEST_F(MethodReference, CompactorKeepsWhatItsPaperReferenceKeeps) {
   CompressedContext c(*engine_, make_compression_spec(a));
   c.prefill(ctx_);
 
-  auto rc = engine_->new_cache();
-  const auto rows = ref_forward(m, *rc, ctx_, 0);
+  const auto& rows = ref_rows();
   std::vector<std::vector<double>> score(static_cast<size_t>(L * Hkv));
   for (int layer = 0; layer < L; ++layer) {
     std::vector<std::vector<double>> av(static_cast<size_t>(Hkv)), ov(static_cast<size_t>(Hkv));
     for (int kvh = 0; kvh < Hkv; ++kvh) {
       std::vector<float> K(static_cast<size_t>(n) * D), Kpre(static_cast<size_t>(n) * D);
-      rc->gather(layer, kvh, 0, n, K.data(), nullptr);
+      ref_cache_->gather(layer, kvh, 0, n, K.data(), nullptr);
       for (int t = 0; t < n; ++t)
         std::copy_n(&rows[static_cast<size_t>(layer)].k_pre[(static_cast<size_t>(t) * Hkv + kvh) * D], D, &Kpre[static_cast<size_t>(t) * D]);
       ov[static_cast<size_t>(kvh)] = exact_leverage_ref(Kpre, n, D);
@@ -441,8 +464,7 @@ TEST_F(MethodReference, GvoteKeepsWhatItsListingReferenceKeeps) {
   CompressedContext c(*engine_, make_compression_spec(a));
   c.prefill(ctx_);
 
-  auto rc = engine_->new_cache();
-  const auto rows = ref_forward(m, *rc, ctx_, 0);
+  const auto& rows = ref_rows();
   std::vector<float> cs(static_cast<size_t>(R));
   for (int i = 0; i < R / 2; ++i) {
     double sc = 0, ss = 0;
@@ -477,7 +499,7 @@ TEST_F(MethodReference, GvoteKeepsWhatItsListingReferenceKeeps) {
     for (int s2 = 0; s2 < S; ++s2) kernels::rope(&qs[static_cast<size_t>(s2) * H * D], H, D, R, cs.data(), m.hp.rope_style);
     for (int kvh = 0; kvh < Hkv; ++kvh) {
       std::vector<float> K(static_cast<size_t>(n) * D);
-      rc->gather(layer, kvh, 0, n, K.data(), nullptr);
+      ref_cache_->gather(layer, kvh, 0, n, K.data(), nullptr);
       std::vector<uint8_t> keep(static_cast<size_t>(n), 0);
       for (int g = 0; g < G; ++g) {
         const int qh = kvh * G + g;
