@@ -31,6 +31,9 @@ void run_run(const RunOptions& o) {
   if (o.questions.empty()) fail("give at least one --question");
   if (!o.inspect_html.empty()) check_output_file("--inspect", o.inspect_html);
   if (!o.inspect_png.empty()) check_output_file("--inspect-png", o.inspect_png);
+  if (o.query_aware && (!o.inspect_html.empty() || !o.inspect_png.empty()))
+    fail("--inspect / --inspect-png show one compressed context; with --query-aware each question compresses its own "
+         "(drop --query-aware, or inspect one with `kvshrink compress` + `kvshrink inspect`)");
   const std::string context = o.context_file.empty() ? o.context_text : read_file(o.context_file);
   auto model = Model::load(o.eng.model);
   Engine engine(*model, o.eng.params());
@@ -38,7 +41,10 @@ void run_run(const RunOptions& o) {
   CompressedContext ctx(engine, o.press.spec());
   if (!o.no_progress) ctx.set_prefill_progress(progress_callback("prefill", prefill_progress_options()));
   const auto ctx_ids = o.prompt.context_tokens(tok, context);
-  ctx.prefill(ctx_ids);
+  if (o.query_aware)
+    ctx.set_context(ctx_ids);  // each question prefills context + question once
+  else
+    ctx.prefill(ctx_ids);
   if (!o.inspect_html.empty() || !o.inspect_png.empty()) {
     const std::string title = o.context_file.empty() ? std::string("--context-text") : o.context_file;
     write_inspect_outputs(inspect::make_page(cache_meta(*model, o.press, o.prompt, ctx), ctx.cache(), &tok, ctx_ids, title),
@@ -52,7 +58,10 @@ void run_run(const RunOptions& o) {
     fmt::print("Q: {}\nA: {}\n", q, a.text);
     fmt::print(stderr, "   ({} tokens: question prefill {:.3f} s, decode {:.3f} s = {:.1f} tokens/s{})\n", a.tokens.size(),
                a.prefill_seconds, a.decode_seconds, a.tokens.size() / std::max(a.decode_seconds, 1e-9),
-               a.compress_seconds > 0 ? fmt::format(", eviction {:.3f} s", a.compress_seconds) : "");
+               a.compress_seconds > 0 ? fmt::format(", {} {:.3f} s", a.compression ? "compression" : "eviction",
+                                                     a.compress_seconds)
+                                      : "");
+    if (a.compression) print_query_aware_memory(*a.compression);
   }
   print_context_report(ctx, engine, o.press, o.per_layer, o.query_aware);
 }

@@ -6,6 +6,13 @@
 
 namespace kvs::cli {
 
+void print_query_aware_memory(const CompressResult& r) {
+  fmt::print(stderr, "   (memory: KV held {} full -> {} kept ({:.1f}%), {} of {} token slots of context + question (keep {:.3f}{}))\n",
+             format_bytes(r.bytes_before), format_bytes(r.bytes_after),
+             r.bytes_before ? 100.0 * r.bytes_after / r.bytes_before : 100.0, r.slots_after, r.slots_before,
+             r.keep_measured(), r.keep_chosen ? fmt::format(", chosen {:.3f}", *r.keep_chosen) : "");
+}
+
 void print_context_report(const CompressedContext& ctx, Engine& engine, const PressOptions& po, bool per_layer,
                           bool query_aware) {
   const KvCache& c = ctx.cache();

@@ -37,7 +37,10 @@
 // --samples N (default 2 per length x depth cell), --tokens L (one target length, default
 // min(n_ctx_train, 1024)). Samples are drawn with seed + 1000003, so they are not the samples
 // `kvshrink eval --seed S` evaluates. The fit is stored under the press's key (quality_key) in
-// the model's "quality" calibration, next to the fits of other presses (merged into the file).
+// the model's "quality" calibration, next to the fits of other presses (merged into the file):
+// `fit_triples` holds exactly the (r, nll_context, y) the fit used (measured r, floored and
+// combined y with fit=log), so fit_calibration on them gives the stored (α, β) again; `triples`
+// the raw measurements per question (nominal r, keep_measured, both NLLs, the unfloored ratio).
 #include "eval/calibrate_quality.h"
 
 #include <fmt/format.h>
@@ -183,6 +186,7 @@ nlohmann::json run_quality_calibration(const CalibrateArgs& a) {
   std::vector<std::string> triple_family;  // the family of each triple
   std::vector<CalibSample> kept_samples;   // for the held-out pass (contexts and answers only)
   nlohmann::json rows = nlohmann::json::array();
+  nlohmann::json fit_rows = nlohmann::json::array();  // exactly the triples fit_calibration sees
   // The samples of every task, planned first so that the progress bar knows the total.
   std::vector<std::pair<const Task*, SampleSpec>> plan;
   for (const auto& tn : tasks) {
@@ -247,6 +251,9 @@ nlohmann::json run_quality_calibration(const CalibrateArgs& a) {
         triples.push_back({std::clamp(measured, 1e-6, 1.0 - 1e-9), cs.nll_c, floored_ratio(cs.full, comp, eps)});
         triple_family.push_back(cs.family);
       }
+      for (size_t i = fit_rows.size(); i < triples.size(); ++i)
+        fit_rows.push_back({{"task", cs.task}, {"sample", cs.id}, {"family", cs.family}, {"r", triples[i].r},
+                            {"nll_context", triples[i].nll}, {"y", triples[i].y}});
     }
     kept_samples.push_back(std::move(cs));
     ++done;
@@ -328,6 +335,7 @@ nlohmann::json run_quality_calibration(const CalibrateArgs& a) {
                     {"length", cfg.lengths[0]},
                     {"seed", cfg.seed},
                     {"heldout", held},
+                    {"fit_triples", fit_rows},
                     {"triples", rows}};
   if (a.progress) {
     fmt::print(stderr, "quality calibration ({}): alpha {:.4f}, beta {:.4f} from {} triples (loss {:.4f})\n", key,

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <sys/wait.h>
 
 #include "core/error.h"
@@ -75,12 +76,22 @@ ojson run_qa(Engine& engine, const EvalOptions& o, const std::string& task, cons
   ojson r = base_record(task, smp, g, o);
   Timer total;
   CompressedContext ctx(engine, make_spec(o, g));
-  if (base)
+  if (o.query_aware)
+    ctx.set_context(tk.context);  // each question prefills context + question once (no throw-away compression)
+  else if (base)
     ctx.compress_from(*base);
   else
     ctx.prefill(tk.context);
-  const size_t kept_bytes = ctx.cache().bytes_held(), kept_slots = ctx.cache().total_slots();
-  size_t peak = kept_bytes;
+  size_t kept_bytes = ctx.cache().bytes_held(), kept_slots = ctx.cache().total_slots();
+  size_t full_bytes = ctx.full_bytes(), full_slots = ctx.full_slots();
+  std::optional<double> keep_chosen = ctx.result().keep_chosen;
+  // Query-aware: the compressions the answers came from, one per question.
+  ojson qa_kept_slots = ojson::array(), qa_kept_bytes = ojson::array(), qa_full_slots = ojson::array(),
+        qa_chosen = ojson::array();
+  size_t qa_after = 0, qa_before = 0, qa_bytes_after = 0, qa_bytes_before = 0;
+  double qa_chosen_sum = 0;
+  size_t qa_n = 0, qa_n_chosen = 0;
+  size_t peak = o.query_aware ? 0 : kept_bytes;
   double q_prefill = 0, decode = 0, decode_compress = 0;
   size_t gen = 0;
   ojson answers = ojson::array(), scores = ojson::array(), refs = ojson::array(), qs = ojson::array();
@@ -100,12 +111,40 @@ ojson run_qa(Engine& engine, const EvalOptions& o, const std::string& task, cons
     qs.push_back(q.text);
     for (const auto& m : q.extra_metrics) extra[m].push_back(r6(score_answer(m, a.text, q.references)));
     peak = std::max(peak, a.kv_bytes_peak);
+    if (a.compression) {
+      const CompressResult& c = *a.compression;
+      qa_kept_slots.push_back(c.slots_after);
+      qa_kept_bytes.push_back(c.bytes_after);
+      qa_full_slots.push_back(c.slots_before);
+      qa_chosen.push_back(c.keep_chosen ? ojson(r6(*c.keep_chosen)) : ojson(nullptr));
+      qa_after += c.slots_after;
+      qa_before += c.slots_before;
+      qa_bytes_after += c.bytes_after;
+      qa_bytes_before += c.bytes_before;
+      if (c.keep_chosen) {
+        qa_chosen_sum += *c.keep_chosen;
+        ++qa_n_chosen;
+      }
+      ++qa_n;
+    }
     q_prefill += a.prefill_seconds;
     decode += a.decode_seconds;
     decode_compress += a.compress_seconds;
     gen += a.tokens.size();
   }
   const auto& cr = ctx.result();
+  double measured_keep = full_slots ? static_cast<double>(kept_slots) / full_slots : 1.0;
+  if (qa_n > 0) {
+    // The memory columns of a query-aware line are those of the compressions that answered (context
+    // + question, compressed together): means over the questions, each question's in `per_question`.
+    auto mean = [&](size_t x) { return static_cast<size_t>(std::llround(static_cast<double>(x) / static_cast<double>(qa_n))); };
+    kept_slots = mean(qa_after);
+    kept_bytes = mean(qa_bytes_after);
+    full_slots = mean(qa_before);
+    full_bytes = mean(qa_bytes_before);
+    measured_keep = qa_before ? static_cast<double>(qa_after) / static_cast<double>(qa_before) : 1.0;
+    keep_chosen = qa_n_chosen ? std::optional<double>(qa_chosen_sum / static_cast<double>(qa_n_chosen)) : std::nullopt;
+  }
   r["metric"] = smp.questions.empty() ? "" : smp.questions[0].metric;
   r["score"] = r6(smp.questions.empty() ? 0.0 : sum / smp.questions.size());
   r["scores"] = scores;
@@ -127,13 +166,16 @@ ojson run_qa(Engine& engine, const EvalOptions& o, const std::string& task, cons
   for (const auto& q : tk.questions) qtok += q.size();
   r["question_tokens"] = qtok;
   if (tk.inexact) r["question_tokenized_apart"] = tk.inexact;
-  r["full_bytes"] = ctx.full_bytes();
+  r["full_bytes"] = full_bytes;
   r["kept_bytes"] = kept_bytes;
   r["peak_bytes"] = peak;
-  r["full_slots"] = ctx.full_slots();
+  r["full_slots"] = full_slots;
   r["kept_slots"] = kept_slots;
-  r["measured_keep"] = r6(ctx.full_slots() ? static_cast<double>(kept_slots) / ctx.full_slots() : 1.0);
-  if (cr.keep_chosen) r["keep_chosen"] = r6(*cr.keep_chosen);
+  r["measured_keep"] = r6(measured_keep);
+  if (keep_chosen) r["keep_chosen"] = r6(*keep_chosen);
+  if (qa_n > 0)
+    r["per_question"] = {{"full_slots", qa_full_slots}, {"kept_slots", qa_kept_slots}, {"kept_bytes", qa_kept_bytes},
+                         {"keep_chosen", qa_chosen}};
   r["prefill_s"] = r6(ctx.prefill_seconds());
   r["compress_s"] = r6(cr.score_seconds + cr.apply_seconds + decode_compress);
   r["question_prefill_s"] = r6(q_prefill);

@@ -1,7 +1,11 @@
 // The evaluation grid: tasks x samples x presses x keep ratios on one model. For each sample the
 // context is prefilled and compressed once (query-agnostic, or per question with query_aware),
 // every question is answered greedily on a fork, scored, and one JSON line is appended to
-// out_dir/results.jsonl with the answers, scores, KV bytes held and times. Perplexity tasks run
+// out_dir/results.jsonl with the answers, scores, KV bytes held and times. With query_aware the
+// context is not prefilled alone: each question prefills context + question once, compresses it
+// and answers, and the line's memory columns (full/kept slots and bytes, measured_keep,
+// keep_chosen) are those compressions' (means over the questions; `per_question` each one's).
+// Perplexity tasks run
 // the text through streaming_perplexity under a budget of keep x window tokens per head.
 // Lines already in results.jsonl are skipped, so an interrupted run resumes where it stopped.
 #pragma once

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "kvcache/cache_file.h"
 #include "kvcache/header_fields.h"
+#include "press/methods/kvzip.h"
 #include "press/registry.h"
 
 namespace kvs {
@@ -34,6 +35,10 @@ nlohmann::json cache_meta(const Model& m, const PressOptions& po, const PromptOp
   j["keep_measured"] = ctx.keep_measured();
   j["keep_chosen"] = ctx.keep_chosen() ? nlohmann::json(*ctx.keep_chosen()) : nlohmann::json(nullptr);
   j["press_state"] = press_state_to_json(ctx.press_state());
+  // The scoring pass's precision as resolved on the machine that compressed (KVzip's
+  // precision=auto depends on the CPU): absent for a press without a choice.
+  if (const auto* kz = dynamic_cast<const KvzipScorer*>(ctx.spec().press.scorer.get()))
+    j["score_precision"] = kz->score_precision();
   j["budget"] = po.budget;
   j["sinks"] = po.sinks;
   j["window"] = po.window;
@@ -82,6 +87,8 @@ void check_cache_meta(const nlohmann::json& meta, const std::string& file) {
   const std::string trigger = f.string_or("trigger", "");
   f.uint64_or("seed", 0);
   f.boolean_or("chat", false);
+  if (const std::string sp = f.string_or("score_precision", "f32"); sp != "f32" && sp != "bf16")
+    f.bad("score_precision", fmt::format("must be \"f32\" or \"bf16\", got \"{}\"", sp));
   // What the context was before compression: at most n_past tokens, at least the slots kept and
   // at most every head holding every position.
   check_context_ids(meta, f.integer_or("context_tokens", 0, h.n_past, 0), file);

@@ -90,6 +90,32 @@ std::vector<float> CompressedContext::run_prefill(Sequence& s, std::span<const i
   return last_logits ? logits : std::vector<float>{};
 }
 
+namespace {
+
+// What `tokens` uncompressed tokens hold: every token in every head, in whole pages.
+void uncompressed_size(const KvLayout& l, size_t tokens, size_t& slots, size_t& bytes) {
+  const size_t heads = static_cast<size_t>(l.n_heads_total());
+  slots = tokens * heads;
+  bytes = (tokens + l.page_tokens - 1) / l.page_tokens * heads * l.page_bytes();
+}
+
+}  // namespace
+
+void CompressedContext::set_context(std::span<const int32_t> context) {
+  if (context.empty()) fail("empty context");
+  seq_ = Sequence{};
+  seq_.cache = engine_.new_cache();
+  context_.assign(context.begin(), context.end());
+  nll_.clear();
+  n_context_ = static_cast<int32_t>(context.size());
+  prefill_s_ = 0;
+  prefilled_slots_ = 0;
+  uncompressed_size(seq_.cache->layout(), context.size(), full_slots_, full_bytes_);
+  result_ = CompressResult{};
+  result_.slots_before = full_slots_;
+  result_.bytes_before = full_bytes_;
+}
+
 void CompressedContext::prefill(std::span<const int32_t> context, const Needs& extra) {
   if (context.empty()) fail("empty context");
   Needs need = spec_.press.needs();
@@ -106,10 +132,7 @@ void CompressedContext::prefill(std::span<const int32_t> context, const Needs& e
   prefill_s_ = t.seconds();
   // What the uncompressed context holds: every token in every head, in whole pages (a memory-cap
   // trigger or a prefill that prunes rows holds less already).
-  const KvLayout& l = seq_.cache->layout();
-  const size_t heads = static_cast<size_t>(l.n_heads_total());
-  full_slots_ = context.size() * heads;
-  full_bytes_ = (context.size() + l.page_tokens - 1) / l.page_tokens * heads * l.page_bytes();
+  uncompressed_size(seq_.cache->layout(), context.size(), full_slots_, full_bytes_);
   finish_prefill();
 }
 
@@ -186,7 +209,8 @@ Answer CompressedContext::ask(std::span<const int32_t> question, const AnswerOpt
 }
 
 Sequence CompressedContext::prefill_query_aware(std::span<const int32_t> question, std::vector<float>* logits,
-                                                double* prefill_seconds, double* compress_seconds) {
+                                                double* prefill_seconds, double* compress_seconds,
+                                                CompressResult* result) {
   if (context_.empty()) fail("query-aware answering needs the context tokens (not available for a loaded cache)");
   if (question.empty()) fail("empty question");
   std::vector<int32_t> all = context_;
@@ -200,12 +224,21 @@ Sequence CompressedContext::prefill_query_aware(std::span<const int32_t> questio
   std::vector<float> last = run_prefill(s, all, true, need.context_nll ? &nll : nullptr);
   if (prefill_seconds) *prefill_seconds = t.seconds();
   Timer tc;
+  CompressResult r;
   if (spec_.trigger.kind != Trigger::Kind::MemoryCap) {
     EngineProbe probe(engine_, all, nll);
-    compress(*s.cache, s.stats.get(), spec_.press, spec_.request, engine_.attn_shape(), engine_.pool(),
-             {&probe, &s.state, static_cast<int32_t>(question.size())});
+    r = compress(*s.cache, s.stats.get(), spec_.press, spec_.request, engine_.attn_shape(), engine_.pool(),
+                 {&probe, &s.state, static_cast<int32_t>(question.size())});
   }
   if (compress_seconds) *compress_seconds = tc.seconds();
+  if (result) {
+    // Measured against every token of context + question in every head (as full_slots counts a
+    // context: a sliding-window layer holds only its window even before compression).
+    uncompressed_size(s.cache->layout(), all.size(), r.slots_before, r.bytes_before);
+    r.slots_after = s.cache->total_slots();
+    r.bytes_after = s.cache->bytes_held();
+    *result = r;
+  }
   if (logits) *logits = std::move(last);
   return s;
 }
@@ -213,10 +246,12 @@ Sequence CompressedContext::prefill_query_aware(std::span<const int32_t> questio
 Answer CompressedContext::ask_query_aware(std::span<const int32_t> question, const AnswerOptions& opt) {
   std::vector<float> logits;
   double prefill_s = 0, comp_s = 0;
-  Sequence s = prefill_query_aware(question, &logits, &prefill_s, &comp_s);
+  CompressResult r;
+  Sequence s = prefill_query_aware(question, &logits, &prefill_s, &comp_s, &r);
   Answer a = decode(s, std::move(logits), opt);
   a.prefill_seconds = prefill_s;
   a.compress_seconds += comp_s;
+  a.compression = r;
   return a;
 }
 

@@ -2,7 +2,9 @@
 // seen), then answer each question on a fork of the compressed cache, dropping the fork after.
 // A press with a decode trigger (H2O, TOVA) keeps evicting on the fork while answering.
 // `query_aware` instead compresses context + question together, per question (for comparison:
-// a question inside SnapKV's window flatters it).
+// a question inside SnapKV's window flatters it): set_context() keeps the context's tokens without
+// prefilling them, and each ask_query_aware() prefills context + question once and reports the
+// compression it answered from (Answer::compression).
 #pragma once
 #include <functional>
 #include <memory>
@@ -55,6 +57,11 @@ struct Answer {
   size_t kv_bytes_end = 0;
   int32_t max_head_len_end = 0; // longest KV head when the answer ended
   int32_t decode_budget = 0;    // per-head tokens decode-time eviction kept (0: no eviction)
+  // Query-aware answers: the compression of context + question this answer was generated from
+  // (slots_before / bytes_before: every context and question token in every head, in whole pages,
+  // as CompressedContext::full_slots / full_bytes count a context; after: what the cache held once
+  // compressed, before the answer's first token). Empty for query-agnostic answers.
+  std::optional<CompressResult> compression;
 };
 
 class CompressedContext {
@@ -66,6 +73,10 @@ class CompressedContext {
   // (MemoryCap). `extra` asks for more, so that other presses can be derived from this prefill
   // (compress_from).
   void prefill(std::span<const int32_t> context, const Needs& extra = {});
+  // Query-aware use only: keeps the context's tokens without prefilling or compressing them (the
+  // cache stays empty; full_slots / full_bytes are the context's). Each ask_query_aware() then
+  // prefills context + question once, so nothing is prefilled only to be thrown away.
+  void set_context(std::span<const int32_t> context);
   // Compresses a copy-on-write fork of `base`'s prefilled, uncompressed cache with this context's
   // press, using the part of base's statistics this press needs (so that answering collects only
   // its own). One prefill then serves a whole grid of presses and keep ratios. Not for MemoryCap
@@ -73,13 +84,15 @@ class CompressedContext {
   void compress_from(const CompressedContext& base);
   // Answers on a fork; the compressed context is left untouched.
   Answer ask(std::span<const int32_t> question, const AnswerOptions& opt);
-  // Query-aware baseline: prefill context + question into a fresh cache, compress, answer.
-  // Needs prefill() to have been called (it reuses the context tokens, not the cache).
+  // Query-aware baseline: prefill context + question into a fresh cache, compress, answer; the
+  // answer's `compression` is that compression. Needs set_context() or prefill() first (it reuses
+  // the context tokens, not the cache).
   Answer ask_query_aware(std::span<const int32_t> question, const AnswerOptions& opt);
   // The sequence ask_query_aware answers from: context + question prefilled into a fresh cache
-  // and compressed; the question's last logits go to `logits`.
+  // and compressed; the question's last logits go to `logits`, the compression to `result`.
   Sequence prefill_query_aware(std::span<const int32_t> question, std::vector<float>* logits,
-                               double* prefill_seconds = nullptr, double* compress_seconds = nullptr);
+                               double* prefill_seconds = nullptr, double* compress_seconds = nullptr,
+                               CompressResult* result = nullptr);
 
   // Replaces the cache (loading a saved compressed context); statistics are not restored: a press
   // that evicts while decoding restarts its accumulation from zero for the loaded slots. The

@@ -11,6 +11,7 @@
 #include "eval/runner.h"
 #include "eval_test_util.h"
 #include "press/budget/calibrated.h"
+#include "press/math/calibration_curve.h"
 #include "runtime/calibration_store.h"
 #include "runtime/session.h"
 
@@ -86,6 +87,22 @@ TEST(CalibrateQuality, FitsAndDrivesTheKeepRatio) {
   EXPECT_TRUE(std::isfinite(f.at("beta").get<double>()));
   EXPECT_EQ(f.at("n_triples").get<int>(), 4);  // 2 samples x 1 question x 2 ratios
   EXPECT_EQ(f.at("triples").size(), 4u);
+  // The file holds what the fit used: a re-fit from fit_triples gives the stored (alpha, beta), and
+  // their y is the floored ratio (NLL_full + 0.02) / (NLL_compressed + 0.02) of the raw rows (one
+  // question per sample: the geometric mean is that ratio), at the keep measured.
+  const auto& ft = f.at("fit_triples");
+  ASSERT_EQ(ft.size(), 4u);
+  std::vector<math::CalibTriple> refit;
+  for (size_t i = 0; i < ft.size(); ++i) {
+    const auto& raw = f.at("triples")[i];
+    const double y = (raw.at("nll_full").get<double>() + 0.02) / (raw.at("nll_compressed").get<double>() + 0.02);
+    EXPECT_NEAR(ft[i].at("y").get<double>(), y, 1e-12 * std::max(1.0, y)) << i;
+    EXPECT_NEAR(ft[i].at("r").get<double>(), raw.at("keep_measured").get<double>(), 1e-6) << i;
+    refit.push_back({ft[i].at("r").get<double>(), ft[i].at("nll_context").get<double>(), ft[i].at("y").get<double>()});
+  }
+  const math::CalibFit rf = math::fit_calibration(refit);
+  EXPECT_DOUBLE_EQ(rf.alpha, f.at("alpha").get<double>());
+  EXPECT_DOUBLE_EQ(rf.beta, f.at("beta").get<double>());
   save_calibration(m, kQualityCalibration, j);
   // A second press merges into the same file.
   CalibrateArgs b = a;

@@ -12,10 +12,13 @@
 
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "eval/data.h"
 #include "eval/results.h"
 #include "eval/runner.h"
 #include "eval_test_util.h"
 #include "kernels/ops.h"
+#include "runtime/compression_spec.h"
+#include "runtime/session.h"
 
 namespace kvs::eval {
 namespace {
@@ -326,6 +329,72 @@ TEST(EvalRunner, QueryAwareLines) {
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_TRUE(lines[0]["query_aware"].get<bool>());
   EXPECT_GT(lines[0]["compress_s"].get<double>(), 0.0);
+}
+
+// A query-aware line's memory columns are those of the compression that answered — context +
+// question prefilled once and compressed together — not of a query-agnostic compression of the
+// context alone. Reproduced here from the sample's tokens through the runtime: the same press
+// compresses context + question; slots, bytes, measured and chosen keep must equal the line's.
+// SnapKV (fixed budget: round(keep x (context + question)) per head) and GVote (adaptive: the keep
+// it chose with the question in view).
+TEST(EvalRunner, QueryAwareLinesReportTheAnsweringCompression) {
+  test::TempDir d("eval_runner_qa_memory");
+  EvalOptions o = tiny_grid(d.str());
+  o.tasks = {"niah"};
+  o.presses = {parse_press_entry("snapkv"), parse_press_entry("gvote")};
+  o.keeps = {0.5};
+  o.query_aware = true;
+  const Model& m = test::stories();
+  const auto s = run_eval(o, m, two_threads());
+  ASSERT_EQ(s.ran, 2u);
+  const auto lines = read_lines(s.results_path);
+  ASSERT_EQ(lines.size(), 2u);
+
+  // The sample's tokens, as the runner makes them.
+  DataStore data(o.data_dir);
+  Prompter prompter(*m.tokenizer, o.prompt);
+  TaskEnv env(data, prompter, o.task);
+  const Task& t = find_task("niah");
+  const auto specs = t.plan(o.task);
+  ASSERT_EQ(specs.size(), 1u);
+  const Sample smp = t.make(specs[0], env);
+  ASSERT_EQ(smp.questions.size(), 1u);
+  const auto ctx = prompter.context_tokens(smp.context);
+  const auto q = prompter.question_tokens(smp.context, ctx, smp.questions[0]).ids;
+
+  Engine engine(m, two_threads());
+  const size_t heads = static_cast<size_t>(engine.kv_layout().n_heads_total());
+  for (const auto& line : lines) {
+    const std::string press = line["press_name"].get<std::string>();
+    SCOPED_TRACE(press);
+    SpecArgs a;
+    a.press = press;
+    if (press == "snapkv") a.keep = 0.5;
+    CompressedContext c(engine, make_compression_spec(a));
+    c.set_context(ctx);
+    std::vector<float> logits;
+    CompressResult r;
+    Sequence seq = c.prefill_query_aware(q, &logits, nullptr, nullptr, &r);
+    EXPECT_EQ(line["context_tokens"].get<size_t>(), ctx.size());
+    EXPECT_EQ(line["full_slots"].get<size_t>(), (ctx.size() + q.size()) * heads);
+    EXPECT_EQ(line["kept_slots"].get<size_t>(), seq.cache->total_slots());
+    EXPECT_EQ(line["kept_bytes"].get<size_t>(), seq.cache->bytes_held());
+    EXPECT_EQ(line["full_bytes"].get<size_t>(), r.bytes_before);
+    EXPECT_NEAR(line["measured_keep"].get<double>(),
+                static_cast<double>(seq.cache->total_slots()) / static_cast<double>((ctx.size() + q.size()) * heads), 1e-6);
+    EXPECT_EQ(line["per_question"]["kept_slots"][0].get<size_t>(), seq.cache->total_slots());
+    EXPECT_GE(line["peak_bytes"].get<size_t>(), line["kept_bytes"].get<size_t>());
+    EXPECT_EQ(line["prefill_s"].get<double>(), 0.0);  // no context prefill of its own
+    if (press == "snapkv") {
+      // The definition: round(keep x len) per head, len = context + question.
+      EXPECT_EQ(seq.cache->total_slots(), heads * static_cast<size_t>(std::llround(0.5 * static_cast<double>(ctx.size() + q.size()))));
+      EXPECT_FALSE(line.contains("keep_chosen"));
+    } else {
+      ASSERT_TRUE(r.keep_chosen.has_value());
+      ASSERT_TRUE(line.contains("keep_chosen"));
+      EXPECT_NEAR(line["keep_chosen"].get<double>(), *r.keep_chosen, 1e-6);
+    }
+  }
 }
 
 }  // namespace

@@ -121,6 +121,72 @@ TEST(Kvzip, ContinuationPromptQuotesThePreviousChunk) {
   for (int i = 0; i < 10; ++i) EXPECT_EQ(second[p2.size() + 8 + i], 1000 + 20 + i);
 }
 
+// A model with a chat template: a user turn renders as the head 900..905, the text (one id per
+// byte), then the tail 910, 911.
+struct ChatProbe : FakeProbe {
+  using FakeProbe::FakeProbe;
+  bool has_chat_template() const override { return true; }
+  std::vector<int32_t> encode(const std::string& text, bool chat) const override {
+    std::vector<int32_t> v = FakeProbe::encode(text, false);
+    if (!chat) return v;
+    std::vector<int32_t> out{900, 901, 902, 903, 904, 905};
+    out.insert(out.end(), v.begin(), v.end());
+    out.push_back(910);
+    out.push_back(911);
+    return out;
+  }
+};
+
+// The official code's system prompt is the chat template's prefix: with a context that starts
+// with it (BOS, then the head), the whole head is protected (+inf), in every chunk's softmax and
+// not repeated; a system turn other than the template's default is found by its opening.
+TEST(Kvzip, ProtectsTheWholeChatTemplateHead) {
+  DeadTokenCase c;
+  ChatProbe probe(2, c.s.shape, *c.s.threads);
+  probe.key_of = c.probe.key_of;
+  probe.query_of = c.probe.query_of;
+  probe.ctx = c.probe.ctx;
+  probe.ctx[0] = 1;  // BOS
+  for (int i = 0; i < 6; ++i) probe.ctx[static_cast<size_t>(1 + i)] = 900 + i;
+  EXPECT_EQ(kvzip_chat_head_tokens(probe, probe.ctx), 7);
+  EXPECT_EQ(kvzip_protected_prefix(&probe, probe.ctx, 4, DeadTokenCase::n), 7);
+  EXPECT_EQ(kvzip_protected_prefix(&probe, probe.ctx, 9, DeadTokenCase::n), 9);  // more sinks than the head
+  // Another system turn: the head's first two tokens, other ids, then the user turn's opening.
+  std::vector<int32_t> sys = {1, 900, 901, 777, 778, 779, 903, 904, 905, 1000, 1001};
+  EXPECT_EQ(kvzip_chat_head_tokens(probe, sys), 9);
+  // A plain context (no head) and a model without a template: the sinks only.
+  EXPECT_EQ(kvzip_chat_head_tokens(probe, c.probe.ctx), 0);
+  EXPECT_EQ(kvzip_chat_head_tokens(c.probe, probe.ctx), 0);
+
+  CompressRequest r;
+  r.sinks = 4;
+  const PressEnv env{*c.s.cache, c.s.shape, nullptr, *c.s.threads, r, &probe, nullptr};
+  KvzipOptions o;
+  o.chunk = 41;  // positions 7..47 in one chunk (4..47 would take two)
+  const Scores sc = kvzip_pair_scores(env, o);
+  EXPECT_EQ(probe.forwards, 1);
+  for (int layer = 0; layer < 2; ++layer)
+    for (int h = 0; h < DeadTokenCase::Hkv; ++h) {
+      const auto& got = sc.at(c.s.layout, layer, h);
+      for (int s = 0; s < DeadTokenCase::n; ++s)
+        EXPECT_EQ(std::isinf(got[static_cast<size_t>(s)]), s < 7) << "slot " << s;
+    }
+}
+
+TEST(Kvzip, ChatYesNeedsAChatTemplate) {
+  DeadTokenCase c;
+  KvzipOptions o;
+  o.chat = "yes";
+  EXPECT_THROW(kvzip_repeat_input(c.probe, c.probe.ctx, 4, 20, true, o), Error);
+  try {
+    kvzip_repeat_input(c.probe, c.probe.ctx, 4, 20, true, o);
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no chat template"), std::string::npos) << e.what();
+  }
+  o.chat = "auto";
+  EXPECT_NO_THROW(kvzip_repeat_input(c.probe, c.probe.ctx, 4, 20, true, o));
+}
+
 TEST(Kvzip, NeedsTheContextTokens) {
   DeadTokenCase c;
   c.probe.ctx.resize(10);  // a loaded .kvc: the cache holds more positions than the known context

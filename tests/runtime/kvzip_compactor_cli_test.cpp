@@ -8,9 +8,13 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/error.h"
+#include "kernels/ops.h"
+#include "kvcache/cache_file.h"
 #include "model/model.h"
 #include "press/budget/calibrated.h"
 #include "runtime/calibration_store.h"
+#include "runtime/kvc_meta.h"
 #include "test_util.h"
 
 namespace kvs {
@@ -61,6 +65,16 @@ TEST(KvzipCompactorCli, CompressAskCalibrateAndQuality) {
   CliRun r = kvshrink("compress " + m + " --press kvzip --keep 0.3 --context '" + (dir / "ctx.txt") + "' -o '" + (dir / "c.kvc") + "'", dir, env);
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("kvzip"), std::string::npos) << r.out;
+  // The repeat pass's precision as resolved on this machine (precision=auto: bf16 only with
+  // AVX512_BF16) is in the header; a value other than f32 / bf16 is refused when loading.
+  {
+    nlohmann::json hdr = read_cache_header(dir / "c.kvc");
+    ASSERT_TRUE(hdr.contains("score_precision")) << hdr.dump();
+    EXPECT_EQ(hdr["score_precision"].get<std::string>(), kernels::native_bf16() ? "bf16" : "f32");
+    EXPECT_NO_THROW(check_cache_meta(hdr, "c.kvc"));
+    hdr["score_precision"] = "f64";
+    EXPECT_THROW(check_cache_meta(hdr, "c.kvc"), Error);
+  }
   r = kvshrink("ask " + m + " '" + (dir / "c.kvc") + "' -n 4 ' Lily'", dir, env);
   EXPECT_EQ(r.code, 0) << r.out;
   // Head level: refused before calibration, then runs.
@@ -82,6 +96,7 @@ TEST(KvzipCompactorCli, CompressAskCalibrateAndQuality) {
   r = kvshrink("compress " + m + " --press compactor --quality 0.9 --context '" + (dir / "ctx.txt") + "' -o '" + (dir / "q.kvc") + "'", dir, env);
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("chose"), std::string::npos) << r.out;
+  EXPECT_FALSE(read_cache_header(dir / "q.kvc").contains("score_precision"));  // Compactor has no such choice
   r = kvshrink("ask " + m + " '" + (dir / "q.kvc") + "' -n 4 ' Lily'", dir, env);
   EXPECT_EQ(r.code, 0) << r.out;
   r = kvshrink("run " + m + " --press compactor --quality 0.9 --keep 0.5 --context '" + (dir / "ctx.txt") + "' --question ' Lily'", dir, env);

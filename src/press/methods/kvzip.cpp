@@ -14,10 +14,10 @@
 // over a tile's rows: kvzip_fold_max (press/math/kvzip_fold.h, AVX2). Extra memory while scoring:
 // the probe's fork (the repeat input's K/V, one chunk) + per thread one tile and one maximum per
 // chunk slot + the gathered keys of one layer (sinks + chunk + repeat input).
-// precision=bf16 (KvzipOptions::bf16; default where the CPU has AVX512_BF16): the probe forward's
-// prefill attention and these tiles take their products from BF16 operands (the official code runs
-// the model in BF16; docs/methods/kvzip.md) — the keys packed by pack_key_panels_bf16, the
-// queries rounded per tile, qk_panels_bf16.
+// precision=bf16 (KvzipOptions::bf16; default where the CPU has AVX512_BF16), a speed option: the
+// probe forward's prefill attention and these tiles take their products from BF16 operands (the
+// keys packed by pack_key_panels_bf16, the queries rounded per tile, qk_panels_bf16); logits,
+// softmax and maxima stay f32 (docs/methods/kvzip.md compares it with the official BF16 code).
 #include "press/methods/kvzip.h"
 
 #include <algorithm>
@@ -60,6 +60,10 @@ std::pair<std::vector<int32_t>, std::vector<int32_t>> encode_chat(ModelProbe& pr
     ++tail;
   return {{e1.begin() + static_cast<std::ptrdiff_t>(head), e1.end() - static_cast<std::ptrdiff_t>(tail)},
           {e1.end() - static_cast<std::ptrdiff_t>(tail), e1.end()}};
+}
+
+bool starts_with_at(std::span<const int32_t> ctx, size_t at, std::span<const int32_t> what) {
+  return !what.empty() && at + what.size() <= ctx.size() && std::equal(what.begin(), what.end(), ctx.begin() + static_cast<std::ptrdiff_t>(at));
 }
 
 // Sees every layer of one chunk's repeat pass and folds the chunk's scores into `out`.
@@ -222,9 +226,42 @@ class RepeatObserver : public LayerObserver {
 
 }  // namespace
 
+int32_t kvzip_chat_head_tokens(ModelProbe& probe, std::span<const int32_t> ctx) {
+  if (!probe.has_chat_template() || ctx.empty()) return 0;
+  // The template's head: what the renderings of two different user texts share at the start.
+  const std::vector<int32_t> ea = probe.encode("a", true), eb = probe.encode("b", true);
+  size_t n = 0;
+  while (n < ea.size() && n < eb.size() && ea[n] == eb[n]) ++n;
+  if (n == 0) return 0;
+  const std::span<const int32_t> head(ea.data(), n);
+  // The context may start with BOS, which the probe's rendering leaves out.
+  for (size_t at : {size_t{0}, size_t{1}}) {
+    if (starts_with_at(ctx, at, head)) return static_cast<int32_t>(at + n);
+    // Another system turn than the template's default (eval --system): the head's start, then
+    // the user turn's opening (the head's last 3 tokens) somewhere after it.
+    const size_t lead = std::min<size_t>(2, n), open = std::min<size_t>(3, n);
+    if (n > open && starts_with_at(ctx, at, head.first(lead))) {
+      const std::span<const int32_t> opener = head.last(open);
+      const size_t limit = std::min<size_t>(ctx.size(), 8192);
+      for (size_t i = at + lead; i + open <= limit; ++i)
+        if (starts_with_at(ctx, i, opener)) return static_cast<int32_t>(i + open);
+    }
+  }
+  return 0;
+}
+
+int32_t kvzip_protected_prefix(ModelProbe* probe, std::span<const int32_t> ctx, int32_t sinks, int32_t n_past) {
+  const int32_t head = probe ? kvzip_chat_head_tokens(*probe, ctx.first(std::min<size_t>(ctx.size(), static_cast<size_t>(std::max(0, n_past))))) : 0;
+  return std::min(std::max(sinks, head), n_past);
+}
+
 std::vector<int32_t> kvzip_repeat_input(ModelProbe& probe, std::span<const int32_t> ctx, int32_t p0, int32_t p1,
                                         bool first_chunk, const KvzipOptions& opt) {
   KVS_ASSERT(p0 >= 0 && p0 <= p1 && p1 <= static_cast<int32_t>(ctx.size()));
+  // A rendering "in the template" of a model without one would be the bare text tokenized with
+  // special tokens parsed: another tokenization than chat=no's, silently. Refused.
+  if (opt.chat == "yes" && !probe.has_chat_template())
+    fail("kvzip: chat=yes, but this model has no chat template (use chat=auto or chat=no)");
   const bool chat = opt.chat == "yes" || (opt.chat == "auto" && probe.has_chat_template());
   const std::string text = first_chunk ? kFirstPrompt : kPartPrompt;
   std::vector<int32_t> ids, tail;
@@ -251,7 +288,9 @@ Scores kvzip_pair_scores(const PressEnv& env, const KvzipOptions& opt) {
     fail("kvzip: the context's tokens are not available ({} known, the cache holds {} positions): a cache loaded "
          "from a .kvc file cannot be scored again",
          ctx.size(), n);
-  const int32_t sinks = std::min(env.request.sinks, n);
+  // The sinks, or the whole chat-template head when the context starts with one (the official
+  // code's system prompt: never evicted, never repeated; model/wrapper.py keeps it as the sink).
+  const int32_t sinks = kvzip_protected_prefix(env.probe, ctx, env.request.sinks, n);
   Scores sc = make_scores(c);
   const KvLayout& l = c.layout();
   for (int i = 0; i < l.n_heads_total(); ++i) {
@@ -296,7 +335,9 @@ Scores KvzipHeadScorer::score(const PressEnv& env) const {
          "run `kvshrink calibrate --press kvzip` again for this model",
          l.n_layer, l.n_head_kv);
   Scores sc = make_scores(env.cache);
-  const int32_t sinks = env.request.sinks;
+  const int32_t sinks =
+      env.probe ? kvzip_protected_prefix(env.probe, env.probe->context_tokens(), env.request.sinks, env.cache.n_past())
+                : env.request.sinks;
   for (int i = 0; i < l.n_heads_total(); ++i) {
     const HeadCache& h = env.cache.head(i / l.n_head_kv, i % l.n_head_kv);
     const float v = (*it)[static_cast<size_t>(i / l.n_head_kv)][static_cast<size_t>(i % l.n_head_kv)].get<float>();
@@ -334,8 +375,8 @@ void add_kvzip_presses(std::vector<PressInfo>& presses) {
          "chunk: softmax over sinks + the chunk's slots + the repeat input (the official code); cache: over every key"},
         {"chat", T::String, "auto", "repeat prompt in the chat template: auto (when the model has one), yes, no"},
         {"precision", T::String, "auto",
-         "products of the repeat pass's attention: bf16 (the official code's precision, twice as fast with "
-         "AVX512_BF16), f32, or auto: bf16 where the CPU has AVX512_BF16, f32 elsewhere"}},
+         "products of the repeat pass's attention: bf16 (BF16 operands, f32 logits and softmax: a speed option, "
+         "about twice as fast with AVX512_BF16), f32, or auto: bf16 where the CPU has AVX512_BF16, f32 elsewhere"}},
        4, 0, {}, "global", [](const Params& p) {
          const std::string& level = p.get_str("level");
          if (level != "pair" && level != "head") fail("kvzip: level must be pair or head, got '{}'", level);

@@ -22,7 +22,9 @@
 //    query sees instead (the forward's own log-sum-exp), for comparison.
 //  - Sinks: the first `sinks` positions (default 4, kvpress's n_sink) play the official code's
 //    system prompt: never evicted (protected, score +inf), included in every chunk's softmax, and
-//    not repeated — the repeated text is the context from position `sinks` on.
+//    not repeated — the repeated text is the context from position `sinks` on. A context that
+//    starts with the chat template's head (`--chat`) protects that whole head instead when it is
+//    longer (the official code's system prompt is the template's prefix: kvzip_protected_prefix).
 //  - Prompts: the official wording (KVzip's code; "starting with " keeps its trailing space, as
 //    the testbed models were trained with it); tokens are concatenated at token level (prompt
 //    continuation ids, then the context's own ids), as the paper does. Without a chat template
@@ -57,16 +59,25 @@ struct KvzipOptions {
   bool softmax_cache = false;   // normalise over every key the query sees (not the official subsample)
   std::string chat = "auto";    // chat template around the repeat prompt: auto (if the model has one), yes, no
   int prev_tokens = 8;          // tokens of the previous chunk quoted by the continuation prompt
-  // The repeat pass's attention products (its forward and the scores) in BF16 (precision=bf16;
-  // the official code runs the model in BF16: model/load.py, attention/score.py's torch.matmul of
-  // BF16 queries and keys, docs/methods/kvzip.md) instead of f32. Only the scores see it: the repeat
-  // pass's K/V are discarded.
+  // The repeat pass's attention products (its forward's prefill attention and the score tiles)
+  // from BF16 operands with f32 accumulation (precision=bf16), a speed option: the logits,
+  // softmax and maxima stay f32 (the official code, in BF16 throughout, also rounds those; not
+  // emulated: docs/methods/kvzip.md). Only the scores see it: the repeat pass's K/V are discarded.
   bool bf16 = false;
 };
 
 // The options of `kvzip` presses (chunk, softmax, chat, precision; precision=auto resolved on this
 // CPU: kernels::native_bf16), validated, naming the bad value. Shared by the press and calibration.
 KvzipOptions kvzip_options(const Params& p);
+
+// Leading tokens of `ctx` that are the model's chat-template head (everything before the user
+// content, a system turn included; a leading BOS counted), or 0 when the model has no template or
+// the context does not start with it. A system turn other than the template's default is found
+// by the head's first tokens, then the user turn's opening (the head's last 3 tokens).
+int32_t kvzip_chat_head_tokens(ModelProbe& probe, std::span<const int32_t> ctx);
+// The positions KVzip protects (never evicted, never repeated, in every chunk's softmax):
+// max(sinks, the chat-template head of the context), at most n_past. probe may be null (sinks).
+int32_t kvzip_protected_prefix(ModelProbe* probe, std::span<const int32_t> ctx, int32_t sinks, int32_t n_past);
 
 // The repeat input of the chunk of context positions [p0, p1): prompt (+ chat header) + the
 // context's tokens [p0, p1). ctx: the context tokens (positions 0..).
@@ -86,6 +97,8 @@ class KvzipScorer : public Scorer {
   std::string name() const override { return "kvzip"; }
   Needs needs() const override { return {.stats = {}, .probe = true}; }
   Scores score(const PressEnv& env) const override { return kvzip_pair_scores(env, o_); }
+  // "bf16" or "f32": the repeat pass's products as resolved (precision=auto on this CPU), for .kvc headers.
+  std::string score_precision() const { return o_.bf16 ? "bf16" : "f32"; }
 
  private:
   KvzipOptions o_;
