@@ -162,7 +162,7 @@ double median(std::vector<double> v) {
 }
 
 void run_bench_kernels(KernelsOptions o) {
-  require_int("--mib", o.mib, 8, 1 << 16);
+  require_int("--mib", o.mib, 1, 1 << 16);
   require_int("--reps", o.reps, 1, 1000);
   require_int("--cols", o.cols, 256, 1 << 20);
   if (o.cols % 256 != 0) fail("--cols must be a multiple of 256 (every weight type's block size divides it), got {}", o.cols);
@@ -243,7 +243,7 @@ void register_bench_kernels(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "bench-kernels", "every weight type's decode mat-vec on every kernel table this CPU runs, in GB/s beside the read bound");
   cmd->add_option("-t,--threads", o->threads, "threads (default 0: every core)");
-  cmd->add_option("--mib", o->mib, "weight bytes per type in MiB (default 128: beyond any last-level cache)");
+  cmd->add_option("--mib", o->mib, "weight bytes per type in MiB (default 128: beyond any last-level cache; 1: in L2, the kernels' compute speed)");
   cmd->add_option("--cols", o->cols, "row length, a multiple of 256 (default 2048: Llama-3.2-1B's hidden size)");
   cmd->add_option("--reps", o->reps, "timed passes per table and type (default 5)");
   cmd->add_option("--types", o->types, "comma-separated weight types, e.g. Q4_K,Q6_K (default: every weight type)");
