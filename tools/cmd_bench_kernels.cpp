@@ -87,7 +87,7 @@ std::vector<DType> parse_types(const std::string& s) {
     if (!found) {
       std::string names;
       for (DType t : kAllTypes) names += fmt::format("{}{}", names.empty() ? "" : ", ", dtype_name(t));
-      fail("--types: unknown weight type '{}' (one of {}; names as GGUF spells them, e.g. Q4_K)", name, names);
+      fail("--types: unknown weight type '{}' (one of {}, any case)", name, names);
     }
     p = q + 1;
   }
