@@ -120,8 +120,8 @@ KernelTable make_avx512() {
   k.dot_q5_1 = avx512::dot_q5_1;
   k.tile_q5_1 = tile_decode_batch<avx2::tile_q5_1, avx512::tile_q5_1>;
   k.dot_iq4_nl = avx512::dot_iq4_nl;
-  // One token: the AVX2 tile, whose row stream runs 1.06x (IQ4_NL), 1.35x (Q4_1), 1.06x (Q5_1) the
-  // AVX-512 one's GB/s from DRAM on Ice Lake (kvshrink bench-kernels, docs/kernels-k-quants.md).
+  // IQ4_NL, Q4_1, Q5_1, one token: the AVX2 tile, which streams them from DRAM faster than the
+  // AVX-512 one (measured with kvshrink bench-kernels, docs/kernels-k-quants.md).
   k.tile_iq4_nl = tile_decode_batch<avx2::tile_iq4_nl, avx512::tile_iq4_nl>;
   k.dot_q2_K = avx512::dot_q2_K;
   k.tile_q2_K = avx512::tile_q2_K;

@@ -58,9 +58,9 @@ void rows_pass(const uint8_t* w, size_t ws, const uint8_t* a, size_t as, int nt,
 }
 
 // Decode (one or two tokens): one row after the other, so the weights are read as one sequential
-// stream (each row prefetched kPrefetchBytes ahead, as the AVX2 tiles do). Four rows per pass read
-// four streams ws bytes apart: from DRAM 0.77-0.97x the AVX2 table's GB/s, one row 1.0-1.1x
-// (docs/kernels-k-quants.md). More tokens: 2 rows x 4 tokens, where each weight block is reused.
+// stream (each row prefetched kPrefetchBytes ahead, as the AVX2 tiles do); four rows per pass are
+// four streams ws bytes apart, which DRAM serves slower (docs/kernels-k-quants.md). More tokens:
+// 2 rows x 4 tokens, where each weight block is reused.
 template <template <int, int> class K>
 void tile(const uint8_t* w, size_t ws, int nr, const uint8_t* a, size_t as, int nt, int64_t n, float* out,
           int64_t ldo) {

@@ -210,8 +210,7 @@ void tile(const uint8_t* w, size_t ws, int nr, const uint8_t* a, size_t as, int 
     // stream, which the hardware prefetcher follows. Four rows at once are four streams ws bytes
     // apart, slower even with the software prefetch (Llama-3.2-1B Q8_0 decode, one thread, CPU
     // time per token 59 -> 49-50 ms; Qwen2.5-0.5B 21-25 -> 18-19 ms; BENCHMARKS.md, issue 14).
-    // Each row prefetched kPrefetchBytes ahead as the AVX2 tiles do: from DRAM IQ4_NL 0.73 -> 0.94x
-    // the AVX2 table's GB/s, Q5_0 0.88 -> 1.07x (docs/kernels-k-quants.md).
+    // Each row prefetched kPrefetchBytes ahead, as the AVX2 tiles do (docs/kernels-k-quants.md).
     for (; r < nr; ++r) {
       prefetch(w + r * ws + kPrefetchBytes, ws);  // may run past the weight: prefetches never fault
       Tile<W, 1, 1>::run(w + r * ws, ws, a, as, n, out + r, ldo);
