@@ -69,6 +69,7 @@ int main(int argc, char** argv) {
   kvs::cli::register_presses(app);
   kvs::cli::register_bench_press(app);
   kvs::cli::register_bench_memory(app);
+  kvs::cli::register_bench_kernels(app);
   kvs::cli::register_eval(app);
   kvs::cli::register_calibrate(app);
   kvs::cli::register_serve(app);

@@ -140,6 +140,44 @@ TEST_P(DotPaths, TilesMatchSingleDots) {
   }
 }
 
+// Decode-shaped tiles (one or two tokens, the path the AVX-512 K-quant tiles take one row at a
+// time): Llama-3.2-1B-length rows (2048, and 8192 for ffn_down), odd row counts, each output
+// against the scalar reference's dot and nothing written outside the tile.
+TEST_P(DotPaths, DecodeTilesOverLongRowsAndOddRowCounts) {
+  for (DType t : test::kAllTypes) {
+    for (const int64_t n : {int64_t{2048}, int64_t{8192}}) {
+      const int max_rows = 13, max_tok = 2;
+      const size_t ws = dtype_row_bytes(t, n), as = ref::act_row_bytes(t, n);
+      std::vector<uint8_t> w(ws * max_rows), act(as * max_tok);
+      for (int r = 0; r < max_rows; ++r) {
+        const auto row = test::random_row(t, n, 900 + r + static_cast<uint32_t>(n));
+        std::memcpy(w.data() + r * ws, row.data(), ws);
+      }
+      for (int i = 0; i < max_tok; ++i) {
+        const auto x = test::randn(n, 300 + i);
+        ref::prepare_act(t, x.data(), act.data() + i * as, n);
+      }
+      for (const int nr : {1, 3, 5, 7, 13})
+        for (int nt = 1; nt <= max_tok; ++nt) {
+          const int64_t ldo = nr + 2;
+          std::vector<float> out(ldo * max_tok, -7.0f);
+          dot_tile_fn(k(), t)(w.data(), ws, nr, act.data(), as, nt, n, out.data(), ldo);
+          for (int i = 0; i < max_tok; ++i)
+            for (int r = 0; r < ldo; ++r) {
+              if (i < nt && r < nr) {
+                const float want = ref::vec_dot(t, w.data() + r * ws, act.data() + i * as, n);
+                const double tol = 1e-5 * abs_dot(t, w.data() + r * ws, act.data() + i * as, n) + 1e-30;
+                ASSERT_NEAR(out[i * ldo + r], want, tol)
+                    << dtype_name(t) << " n=" << n << " rows=" << nr << " tokens=" << nt << " r=" << r;
+              } else {
+                ASSERT_EQ(out[i * ldo + r], -7.0f) << dtype_name(t) << ": tile wrote outside its rows/tokens";
+              }
+            }
+        }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Kernels, DotPaths, test::all_paths(), test::path_name);
 
 TEST(DotApi, PublicEntryPointsAgreeWithReference) {

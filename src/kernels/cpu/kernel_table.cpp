@@ -88,6 +88,14 @@ KernelTable make_table_avx2() {
 #undef KVS_FILL_TYPE
 #undef KVS_FILL_TABLE
 
+// A dot tile that runs Decode for one token and Batch for more: the AVX-512 table's choice per
+// weight type where its own one-token tile streams weights from DRAM slower than the AVX2 one.
+template <DotTileFn Decode, DotTileFn Batch>
+void tile_decode_batch(const uint8_t* w, size_t ws, int nr, const uint8_t* a, size_t as, int nt, int64_t n,
+                       float* out, int64_t ldo) {
+  (nt == 1 ? Decode : Batch)(w, ws, nr, a, as, nt, n, out, ldo);
+}
+
 KernelTable make_avx512() {
   KernelTable k = make_table_avx2();
   k.name = "avx512";
@@ -106,13 +114,15 @@ KernelTable make_avx512() {
   k.tile_q4_K = avx512::tile_q4_K;
   k.tile_q6_K = avx512::tile_q6_K;
   k.dot_q4_1 = avx512::dot_q4_1;
-  k.tile_q4_1 = avx512::tile_q4_1;
+  k.tile_q4_1 = tile_decode_batch<avx2::tile_q4_1, avx512::tile_q4_1>;
   k.dot_q5_0 = avx512::dot_q5_0;
   k.tile_q5_0 = avx512::tile_q5_0;
   k.dot_q5_1 = avx512::dot_q5_1;
-  k.tile_q5_1 = avx512::tile_q5_1;
+  k.tile_q5_1 = tile_decode_batch<avx2::tile_q5_1, avx512::tile_q5_1>;
   k.dot_iq4_nl = avx512::dot_iq4_nl;
-  k.tile_iq4_nl = avx512::tile_iq4_nl;
+  // IQ4_NL, Q4_1, Q5_1, one token: the AVX2 tile, which streams them from DRAM faster than the
+  // AVX-512 one (measured with kvshrink bench-kernels, docs/kernels-k-quants.md).
+  k.tile_iq4_nl = tile_decode_batch<avx2::tile_iq4_nl, avx512::tile_iq4_nl>;
   k.dot_q2_K = avx512::dot_q2_K;
   k.tile_q2_K = avx512::tile_q2_K;
   k.dot_q3_K = avx512::dot_q3_K;

@@ -41,8 +41,8 @@ inline __m128i q4_K_scales_mins(const uint8_t* s) {
                         static_cast<int>(u[1] & m6), static_cast<int>(((u[2] >> 4) & m4) | (((u[1] >> 6) & m2) << 4)));
 }
 
-// RM rows against all nt tokens: RN = 4 tokens per pass with 2 rows, 2 tokens with 4 rows (the
-// pair accumulators must stay in registers).
+// RM rows against all nt tokens: RN = 4 tokens per pass with 1 or 2 rows, 2 tokens with 4 rows
+// (the pair accumulators must stay in registers).
 template <template <int, int> class K, int RM>
 void rows_pass(const uint8_t* w, size_t ws, const uint8_t* a, size_t as, int nt, int64_t n, float* out, int64_t ldo) {
   prefetch(w + kPrefetchBytes, RM * ws);  // may run past the weight: prefetches never fault
@@ -57,13 +57,18 @@ void rows_pass(const uint8_t* w, size_t ws, const uint8_t* a, size_t as, int nt,
   }
 }
 
-// Decode (one or two tokens): 4 rows per pass; more tokens: 2 rows x 4 tokens.
+// Decode (one or two tokens): one row after the other, so the weights are read as one sequential
+// stream (each row prefetched kPrefetchBytes ahead, as the AVX2 tiles do); four rows per pass are
+// four streams ws bytes apart, which DRAM serves slower (docs/kernels-k-quants.md). More tokens:
+// 2 rows x 4 tokens, where each weight block is reused.
 template <template <int, int> class K>
 void tile(const uint8_t* w, size_t ws, int nr, const uint8_t* a, size_t as, int nt, int64_t n, float* out,
           int64_t ldo) {
   int r = 0;
-  if (nt <= 2)
-    for (; r + 4 <= nr; r += 4) rows_pass<K, 4>(w + r * ws, ws, a, as, nt, n, out + r, ldo);
+  if (nt <= 2) {
+    for (; r < nr; ++r) rows_pass<K, 1>(w + r * ws, ws, a, as, nt, n, out + r, ldo);
+    return;
+  }
   for (; r + 2 <= nr; r += 2) rows_pass<K, 2>(w + r * ws, ws, a, as, nt, n, out + r, ldo);
   if (r < nr) rows_pass<K, 1>(w + r * ws, ws, a, as, nt, n, out + r, ldo);
 }

@@ -209,7 +209,11 @@ void tile(const uint8_t* w, size_t ws, int nr, const uint8_t* a, size_t as, int 
     // One token (decode): one row after the other, so the weights are read as one sequential
     // stream, which the hardware prefetcher follows. Four rows at once are four streams ws bytes
     // apart, slower even with the software prefetch (docs/benchmarks/issue14-vs-llamacpp.md).
-    for (; r < nr; ++r) Tile<W, 1, 1>::run(w + r * ws, ws, a, as, n, out + r, ldo);
+    // Each row prefetched kPrefetchBytes ahead, as the AVX2 tiles do (docs/kernels-k-quants.md).
+    for (; r < nr; ++r) {
+      prefetch(w + r * ws + kPrefetchBytes, ws);  // may run past the weight: prefetches never fault
+      Tile<W, 1, 1>::run(w + r * ws, ws, a, as, n, out + r, ldo);
+    }
     return;
   }
   for (; r + 4 <= nr; r += 4) rows_pass<W, 4>(w + r * ws, ws, a, as, nt, n, out + r, ldo);
