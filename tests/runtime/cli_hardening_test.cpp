@@ -220,5 +220,39 @@ TEST_F(CliHardening, BenchMemoryReportsItsPassesAndRefusesBadSizes) {
   expect_clean_error({"bench-memory", "-t", "-1"}, "-t must be >= 0", dir);
 }
 
+// bench-kernels (every weight type's decode mat-vec on every table the CPU runs): one JSON line per
+// type asked for, each table's GB/s positive and its share of the bound consistent; bad options
+// refused with their names.
+TEST_F(CliHardening, BenchKernelsReportsEveryTableAndRefusesBadOptions) {
+  const std::vector<std::string> args = {"bench-kernels", "-t", "1", "--mib", "1", "--reps", "2", "--types", "q4_k,Q6_K", "--json"};
+  const CliRun r = run_cli(args, dir);
+  ASSERT_EQ(r.exit_code, 0) << describe(args, r);
+  std::vector<nlohmann::json> lines;
+  size_t p = 0;
+  while (p < r.out.size()) {
+    const size_t q = std::min(r.out.find('\n', p), r.out.size());
+    if (q > p) lines.push_back(nlohmann::json::parse(r.out.substr(p, q - p)));
+    p = q + 1;
+  }
+  ASSERT_EQ(lines.size(), 2u) << r.out;
+  EXPECT_EQ(lines[0]["type"], "q4_k");
+  EXPECT_EQ(lines[1]["type"], "q6_k");
+  for (const auto& j : lines) {
+    const double bound = j["read_gbps_median"].get<double>();
+    EXPECT_GT(bound, 0.0);
+    ASSERT_FALSE(j["tables"].empty());
+    for (const auto& [name, t] : j["tables"].items()) {
+      ASSERT_EQ(t["gbps"].size(), 2u) << name;
+      EXPECT_GT(t["gbps_median"].get<double>(), 0.0) << name;
+      EXPECT_NEAR(t["share_of_bound"].get<double>(), t["gbps_median"].get<double>() / bound, 1e-9) << name;
+    }
+    EXPECT_TRUE(j["tables"].contains(j["fastest"].get<std::string>()));
+  }
+  expect_clean_error({"bench-kernels", "--types", "Q9_K"}, "--types: unknown weight type 'Q9_K'", dir);
+  expect_clean_error({"bench-kernels", "--cols", "300"}, "--cols must be a multiple of 256", dir);
+  expect_clean_error({"bench-kernels", "--mib", "0"}, "--mib must be an integer in 1..65536, got 0", dir);
+  expect_clean_error({"bench-kernels", "--reps", "0"}, "--reps must be an integer in 1..1000", dir);
+}
+
 }  // namespace
 }  // namespace kvs
