@@ -11,7 +11,8 @@
 
 namespace kvs {
 
-Engine::Engine(const Model& model, const EngineParams& p) : model_(model), params_(p), pool_(p.n_threads) {
+Engine::Engine(const Model& model, const EngineParams& p)
+    : model_(model), params_(p), pool_(p.n_threads), backend_(backend::open_backend(backend::Device::cpu(), pool_)) {
   const HParams& hp = model.hp;
   layout_.n_layer = hp.n_layer;
   layout_.n_head_kv = hp.n_head_kv;
@@ -44,7 +45,7 @@ std::unique_ptr<StatsCollector> Engine::new_stats(const StatsRequest& req) {
   return std::make_unique<StatsCollector>(layout_, attn_shape(), model_.hp.n_embd, req, pool_);
 }
 
-arch::Runtime Engine::runtime() { return {model_, pool_, mm_, attn_, attn_shape()}; }
+arch::Runtime Engine::runtime() { return {model_, *backend_, pool_, attn_, attn_shape()}; }
 
 void Engine::project_queries(int layer, const float* hidden, int n, const float* rope_cs, bool rope_shared, float* q_out) {
   if (n <= 0) return;

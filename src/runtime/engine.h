@@ -8,9 +8,9 @@
 #include <span>
 #include <vector>
 
+#include "backend/backend.h"
 #include "core/aligned_buffer.h"
 #include "core/thread_pool.h"
-#include "kernels/matmul.h"
 #include "kvcache/attention.h"
 #include "kvcache/kv_cache.h"
 #include "press/observer.h"
@@ -99,9 +99,9 @@ class Engine {
   const Model& model_;
   EngineParams params_;
   ThreadPool pool_;
+  std::unique_ptr<backend::Backend> backend_;  // the forward's compute (the CPU's, over pool_)
   KvLayout layout_;
   std::unique_ptr<PagePool> page_pool_;
-  kernels::MatmulScratch mm_;
   AttnScratch attn_;
   arch::Activations act_;          // one chunk's activations
   AlignedBuffer<float> probe_xn_;  // [n][n_embd] scratch of project_queries

@@ -1,9 +1,6 @@
 #include "runtime/arch/block.h"
 
-#include <cstring>
-
 #include "core/error.h"
-#include "kernels/ops.h"
 
 namespace kvs::arch {
 
@@ -22,49 +19,21 @@ const ArchBlock& block_of(Arch arch) {
 namespace step {
 
 void norm_rows(const Runtime& rt, const float* x, const TensorView& w, float* out, int n) {
-  const HParams& hp = rt.model.hp;
-  const size_t E = static_cast<size_t>(hp.n_embd);
-  detail::for_rows(rt.pool, n, [&](int t) {
-    kernels::rmsnorm(x + static_cast<size_t>(t) * E, w.f32(), out + static_cast<size_t>(t) * E, static_cast<int>(E),
-                     hp.rms_eps);
-  });
+  const int E = rt.model.hp.n_embd;
+  backend::Tensor y = rows_of(out, n, E);
+  rt.be.rms_norm(rows_of(x, n, E), w, y, rt.model.hp.rms_eps);
 }
 
 namespace {
 
 // a.q, a.k, a.v = W_q, W_k, W_v . a.xn over n rows (no bias): one parallel section and one
-// activation conversion for the three when they are repacked (kernels::matmul_shared).
+// activation conversion for the three when they are repacked (Backend::matmul_shared).
 void project_qkv(const Runtime& rt, const LayerWeights& L, Activations& a, int n) {
-  const kernels::MatmulTarget t[] = {{&L.wq, a.q.data()}, {&L.wk, a.k.data()}, {&L.wv, a.v.data()}};
-  kernels::matmul_shared(t, a.xn.data(), n, rt.pool, rt.mm);
-}
-
-// Row t of a.q, a.k, a.v += b_q, b_k, b_v when the layer has biases (else nothing).
-void add_qkv_bias(const HParams& hp, const LayerWeights& L, Activations& a, int t) {
-  if (!L.bq.valid()) return;
-  const size_t Q = static_cast<size_t>(hp.n_head) * hp.head_dim, KV = static_cast<size_t>(hp.n_head_kv) * hp.head_dim;
-  kernels::add_f32(a.q.data() + t * Q, L.bq.f32(), static_cast<int64_t>(Q));
-  kernels::add_f32(a.k.data() + t * KV, L.bk.f32(), static_cast<int64_t>(KV));
-  kernels::add_f32(a.v.data() + t * KV, L.bv.f32(), static_cast<int64_t>(KV));
-}
-
-// Per-head RMSNorm in place: x [heads][D], weights w [D] (Qwen3's / Gemma 3's q_norm, k_norm).
-void head_norm(float* x, int heads, int D, const float* w, float eps) {
-  for (int h = 0; h < heads; ++h) kernels::rmsnorm(x + static_cast<size_t>(h) * D, w, x + static_cast<size_t>(h) * D, D, eps);
-}
-
-// Row t of a.q / a.k copied to a.q_pre / a.k_pre (observers that ask for pre-RoPE vectors).
-void keep_pre_rope(const HParams& hp, Activations& a, int t) {
-  const size_t Q = static_cast<size_t>(hp.n_head) * hp.head_dim, KV = static_cast<size_t>(hp.n_head_kv) * hp.head_dim;
-  std::memcpy(a.q_pre.data() + t * Q, a.q.data() + t * Q, sizeof(float) * Q);
-  std::memcpy(a.k_pre.data() + t * KV, a.k.data() + t * KV, sizeof(float) * KV);
-}
-
-// RoPE of row t of a.q and a.k with the (cos, sin) row cs [R].
-void rope_qk(const HParams& hp, Activations& a, int t, const float* cs) {
-  const size_t Q = static_cast<size_t>(hp.n_head) * hp.head_dim, KV = static_cast<size_t>(hp.n_head_kv) * hp.head_dim;
-  kernels::rope(a.q.data() + t * Q, hp.n_head, hp.head_dim, hp.rope_dim, cs, hp.rope_style);
-  kernels::rope(a.k.data() + t * KV, hp.n_head_kv, hp.head_dim, hp.rope_dim, cs, hp.rope_style);
+  const HParams& hp = rt.model.hp;
+  const int64_t Q = static_cast<int64_t>(hp.n_head) * hp.head_dim, KV = static_cast<int64_t>(hp.n_head_kv) * hp.head_dim;
+  const backend::MatmulOut t[] = {
+      {&L.wq, rows_of(a.q.data(), n, Q)}, {&L.wk, rows_of(a.k.data(), n, KV)}, {&L.wv, rows_of(a.v.data(), n, KV)}};
+  rt.be.matmul_shared(t, rows_of(a.xn.data(), n, hp.n_embd));
 }
 
 }  // namespace
@@ -72,50 +41,57 @@ void rope_qk(const HParams& hp, Activations& a, int t, const float* cs) {
 void qkv_rope(const Runtime& rt, Activations& a, int il, int n, bool keep_pre, const float* rope, bool head_norms) {
   const HParams& hp = rt.model.hp;
   const LayerWeights& L = rt.model.layers[static_cast<size_t>(il)];
-  const size_t Q = static_cast<size_t>(hp.n_head) * hp.head_dim, KV = static_cast<size_t>(hp.n_head_kv) * hp.head_dim;
+  const int64_t Q = static_cast<int64_t>(hp.n_head) * hp.head_dim, KV = static_cast<int64_t>(hp.n_head_kv) * hp.head_dim;
+  backend::Backend& be = rt.be;
   norm_rows(rt, a.x.data(), L.attn_norm, a.xn.data(), n);
   project_qkv(rt, L, a, n);
-  detail::for_rows(rt.pool, n, [&](int t) {
-    add_qkv_bias(hp, L, a, t);
-    if (head_norms) {
-      head_norm(a.q.data() + t * Q, hp.n_head, hp.head_dim, L.q_norm.f32(), hp.rms_eps);
-      head_norm(a.k.data() + t * KV, hp.n_head_kv, hp.head_dim, L.k_norm.f32(), hp.rms_eps);
-    }
-    if (keep_pre) keep_pre_rope(hp, a, t);
-    rope_qk(hp, a, t, rope + static_cast<size_t>(t) * hp.rope_dim);
-  });
+  backend::Tensor q = rows_of(a.q.data(), n, Q), k = rows_of(a.k.data(), n, KV), v = rows_of(a.v.data(), n, KV);
+  // + b_q, b_k, b_v when the layer has them
+  if (L.bq.valid()) {
+    be.add_bias(q, L.bq);
+    be.add_bias(k, L.bk);
+    be.add_bias(v, L.bv);
+  }
+  // q_h, k_h = q_norm(q_h), k_norm(k_h): a norm weight of head_dim elements normalises each head
+  if (head_norms) {
+    be.rms_norm(q, L.q_norm, q, hp.rms_eps);
+    be.rms_norm(k, L.k_norm, k, hp.rms_eps);
+  }
+  // pre-RoPE copies for observers that ask for them
+  if (keep_pre) {
+    backend::Tensor qp = rows_of(a.q_pre.data(), n, Q), kp = rows_of(a.k_pre.data(), n, KV);
+    be.copy(q, qp);
+    be.copy(k, kp);
+  }
+  const backend::Tensor cs = rows_of(rope, n, hp.rope_dim);
+  be.rope(q, hp.n_head, hp.head_dim, hp.rope_dim, cs, hp.rope_style);
+  be.rope(k, hp.n_head_kv, hp.head_dim, hp.rope_dim, cs, hp.rope_style);
 }
 
 void queries_rope(const Runtime& rt, int il, const float* attn_in, int n, const float* rope_cs, bool rope_shared,
                   float* q_out, bool head_norms) {
   const HParams& hp = rt.model.hp;
   const LayerWeights& L = rt.model.layers[static_cast<size_t>(il)];
-  const int H = hp.n_head, D = hp.head_dim, R = hp.rope_dim, Q = H * D;
-  kernels::matmul(L.wq, attn_in, n, q_out, rt.pool, rt.mm);
-  detail::for_rows(rt.pool, n, [&](int t) {
-    float* qt = q_out + static_cast<size_t>(t) * Q;
-    if (L.bq.valid()) kernels::add_f32(qt, L.bq.f32(), Q);
-    if (head_norms) head_norm(qt, H, D, L.q_norm.f32(), hp.rms_eps);
-    kernels::rope(qt, H, D, R, rope_cs + (rope_shared ? 0 : static_cast<size_t>(t) * R), hp.rope_style);
-  });
+  const int64_t Q = static_cast<int64_t>(hp.n_head) * hp.head_dim;
+  backend::Backend& be = rt.be;
+  backend::Tensor q = rows_of(q_out, n, Q);
+  be.matmul(L.wq, rows_of(attn_in, n, hp.n_embd), q);
+  if (L.bq.valid()) be.add_bias(q, L.bq);
+  if (head_norms) be.rms_norm(q, L.q_norm, q, hp.rms_eps);
+  be.rope(q, hp.n_head, hp.head_dim, hp.rope_dim, rows_of(rope_cs, rope_shared ? 1 : n, hp.rope_dim), hp.rope_style);
 }
 
 void add_residual(const Runtime& rt, Activations& a, const float* y, int rows) {
-  const size_t E = static_cast<size_t>(rt.model.hp.n_embd);
-  detail::for_rows(rt.pool, rows, [&](int t) {
-    kernels::add_f32(a.x.data() + static_cast<size_t>(t) * E, y + static_cast<size_t>(t) * E, static_cast<int>(E));
-  });
+  const int E = rt.model.hp.n_embd;
+  backend::Tensor x = rows_of(a.x.data(), rows, E);
+  rt.be.add(x, rows_of(y, rows, E));
 }
 
 void add_residual_then_norm(const Runtime& rt, Activations& a, const float* y, const TensorView& w, float* out,
                             int rows) {
-  const HParams& hp = rt.model.hp;
-  const size_t E = static_cast<size_t>(hp.n_embd);
-  detail::for_rows(rt.pool, rows, [&](int t) {
-    float* x = a.x.data() + static_cast<size_t>(t) * E;
-    kernels::add_f32(x, y + static_cast<size_t>(t) * E, static_cast<int>(E));
-    kernels::rmsnorm(x, w.f32(), out + static_cast<size_t>(t) * E, static_cast<int>(E), hp.rms_eps);
-  });
+  const int E = rt.model.hp.n_embd;
+  backend::Tensor x = rows_of(a.x.data(), rows, E), o = rows_of(out, rows, E);
+  rt.be.add_then_rms_norm(x, rows_of(y, rows, E), w, o, rt.model.hp.rms_eps);
 }
 
 }  // namespace step

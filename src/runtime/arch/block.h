@@ -9,7 +9,8 @@
 // prefill, the cache append and attention, observers and row pruning) is shared:
 // runtime/arch/forward.cpp runs a layer as
 //   attention_input (norm, Q/K/V, RoPE) -> cache append + attention -> output_and_ffn
-// with the architecture's steps from its ArchBlock. Attention's own differences (sliding
+// with the architecture's steps from its ArchBlock. Every step computes through the Backend's ops
+// (rt.be: backend/backend.h), never in its own loops nor with the kernels' row API. Attention's own differences (sliding
 // windows, logit soft-capping, query scale) are data in AttnShape (kvcache/attention.h).
 //
 // Dimension legend: T = rows (tokens) of the chunk, E = n_embd, H = query heads, Hkv = KV heads,
@@ -67,12 +68,9 @@ namespace gemma2 {
 void embed(const Runtime& rt, const int32_t* tokens, int n, float* x);
 void output_and_ffn(const Runtime& rt, Activations& a, int il, int rows);
 void logits(const Runtime& rt, Activations& a, const std::vector<int>& rows, float* logits_out);
-// tanh-approximated GELU of x times up, in place in x: x[i] = gelu(x[i]) * up[i]. f16_compat:
-// GELU's input and output rounded to F16 as ggml's table lookup does.
-void gelu_tanh_mul(float* x, const float* up, int64_t n, bool f16_compat);
 }  // namespace gemma2
 
-// Row-level helpers (block.cpp).
+// Steps several blocks share (block.cpp), in backend ops (rt.be) like the blocks themselves.
 namespace step {
 // out[t] = RMSNorm(x[t]) * w for rows t in [0, n) of width E (rows of [n][E]).
 void norm_rows(const Runtime& rt, const float* x, const TensorView& w, float* out, int n);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "backend/rope_cos_sin.h"
 #include "core/error.h"
 #include "core/memory_cap.h"
 #include "runtime/arch/block.h"
@@ -37,21 +38,12 @@ const std::vector<float>& inv_freq(const Model& m, int il) {
   return m.hp.layer_local_rope(il) ? m.rope_inv_freq_swa : m.rope_inv_freq;
 }
 
-// (cos, sin) pairs of positions pos[0..n) for inverse frequencies f: out [n][R].
-void rope_rows(const std::vector<float>& f, int R, const int32_t* pos, int n, float* out) {
-  for (int t = 0; t < n; ++t) {
-    float* cs = out + static_cast<size_t>(t) * R;
-    for (int i = 0; i < R / 2; ++i) {
-      const double a = static_cast<double>(pos[t]) * f[static_cast<size_t>(i)];
-      cs[2 * i] = static_cast<float>(std::cos(a));
-      cs[2 * i + 1] = static_cast<float>(std::sin(a));
-    }
-  }
-}
 }  // namespace
 
 void rope_table(const Model& m, int layer, const int32_t* pos, int n, float* out) {
-  rope_rows(inv_freq(m, layer), m.hp.rope_dim, pos, n, out);
+  const std::vector<float>& f = inv_freq(m, layer);
+  KVS_ASSERT(2 * static_cast<int>(f.size()) == m.hp.rope_dim);
+  backend::rope_cos_sin_host(f, pos, n, out);
 }
 
 void rope_table_mean(const Model& m, int layer, int32_t first, int32_t count, float* out) {
@@ -145,7 +137,7 @@ void attention_block(const Runtime& rt, const ArchBlock& block, Activations& a, 
     }
     jobs.push_back(job);
   }
-  attention_batch(jobs, il, rt.shape, rt.pool, rt.attn);
+  attention_batch(jobs, il, rt.shape, rt.attn_pool, rt.attn);
   for (const Segment& sg : segs) {
     const size_t r0 = static_cast<size_t>(sg.first);
     float* q = a.q.data() + r0 * H * D;
@@ -174,9 +166,14 @@ void attention_block(const Runtime& rt, const ArchBlock& block, Activations& a, 
 
 // The RoPE rows of positions pos[0..n): the table every layer uses (global) [n][R], and the local
 // layers' own [n][R] when the model has one (Gemma 3; `local` untouched otherwise).
-void fill_rope(const Model& m, const int32_t* pos, int n, float* global, float* local) {
-  rope_rows(m.rope_inv_freq, m.hp.rope_dim, pos, n, global);
-  if (!m.rope_inv_freq_swa.empty()) rope_rows(m.rope_inv_freq_swa, m.hp.rope_dim, pos, n, local);
+void fill_rope(const Runtime& rt, const int32_t* pos, int n, float* global, float* local) {
+  const Model& m = rt.model;
+  backend::Tensor g = rows_of(global, n, m.hp.rope_dim);
+  rt.be.rope_cos_sin(m.rope_inv_freq, pos, g);
+  if (!m.rope_inv_freq_swa.empty()) {
+    backend::Tensor l = rows_of(local, n, m.hp.rope_dim);
+    rt.be.rope_cos_sin(m.rope_inv_freq_swa, pos, l);
+  }
 }
 
 }  // namespace
@@ -199,7 +196,7 @@ int forward_segments(const Runtime& rt, Activations& a, std::span<Segment> segs,
 
   // Embedding and the RoPE table of every row.
   block.embed(rt, tokens, n, a.x.data());
-  fill_rope(model, a.pos.data(), n, a.rope.data(), a.rope_local.data());
+  fill_rope(rt, a.pos.data(), n, a.rope.data(), a.rope_local.data());
 
   std::vector<int32_t> keep;
   int n_out = 0;  // > 0: the last layer ran on the logits rows only, moved to rows 0..n_out-1
@@ -268,7 +265,7 @@ int forward_layer_major(const Runtime& rt, Activations& a, KvCache& cache, const
       RCL(two_tables ? static_cast<size_t>(n) * RD : 0);
   std::vector<int32_t> P(pos, pos + n), R(static_cast<size_t>(n));
   for (int t = 0; t < n; ++t) R[static_cast<size_t>(t)] = t;
-  fill_rope(model, P.data(), n, RC.data(), RCL.data());
+  fill_rope(rt, P.data(), n, RC.data(), RCL.data());
   block.embed(rt, tokens, n, X.data());
   a.reserve(hp, std::min(n, n_batch));
   std::vector<int32_t> keep;

@@ -13,29 +13,14 @@
 #include <span>
 #include <vector>
 
+#include "backend/backend.h"
 #include "core/aligned_buffer.h"
-#include "core/thread_pool.h"
-#include "kernels/matmul.h"
 #include "kvcache/attention.h"
 #include "kvcache/kv_cache.h"
 #include "model/model.h"
 #include "press/observer.h"
 
 namespace kvs::arch {
-
-namespace detail {
-// fn(t) for every row t in [0, n), across the pool's threads when there is more than one row.
-template <typename Fn>
-void for_rows(ThreadPool& pool, int n, Fn&& fn) {
-  if (n == 1) {
-    fn(0);
-    return;
-  }
-  pool.parallel_for(n, [&](int64_t b, int64_t e) {
-    for (int64_t t = b; t < e; ++t) fn(static_cast<int>(t));
-  });
-}
-}  // namespace detail
 
 // Activations of one forward chunk (llama2.c's RunState): every buffer named with its shape.
 // Capacity grows to the largest chunk seen; T shrinks when a RowSelector drops rows.
@@ -59,14 +44,23 @@ struct Activations {
   void reserve(const HParams& hp, int n);
 };
 
-// What a pass uses besides its inputs (owned by the Engine).
+// What a pass uses besides its inputs (owned by the Engine). The architecture blocks compute
+// through `be` only; the cache append and attention still run in kvcache/ on the host, over
+// attn_pool (not behind the backend seam yet: docs/backend.md).
 struct Runtime {
   const Model& model;
-  ThreadPool& pool;
-  kernels::MatmulScratch& mm;
+  backend::Backend& be;
+  ThreadPool& attn_pool;
   AttnScratch& attn;
   AttnShape shape;
 };
+
+// The host F32 matrix [rows][cols] at p as a backend tensor (the forward's activations live in
+// host buffers while the CPU is the only backend).
+inline backend::Tensor rows_of(float* p, int64_t rows, int64_t cols) { return backend::Tensor::host_f32(p, rows, cols); }
+inline backend::Tensor rows_of(const float* p, int64_t rows, int64_t cols) {
+  return backend::Tensor::host_f32(p, rows, cols);
+}
 
 enum class LogitsRows { None, Last, All };
 

@@ -10,12 +10,9 @@
 // Sources: Meta's llama model.py, transformers' modeling_llama.py, llama.cpp's build_llama.
 #include <vector>
 
-#include "kernels/ops.h"
 #include "runtime/arch/block.h"
 
 namespace kvs::arch {
-
-using detail::for_rows;
 
 namespace llama {
 
@@ -30,39 +27,38 @@ void queries(const Runtime& rt, int il, const float* attn_in, int n, const float
 }
 
 void embed(const Runtime& rt, const int32_t* tokens, int n, float* x) {
-  const Model& m = rt.model;
-  const int E = m.hp.n_embd;
-  for_rows(rt.pool, n, [&](int t) {
-    kernels::dequantize_row(m.tok_embd.type, m.tok_embd.row(tokens[t]), x + static_cast<size_t>(t) * E, E);
-  });
+  backend::Tensor out = rows_of(x, n, rt.model.hp.n_embd);
+  rt.be.embed_rows(rt.model.tok_embd, tokens, out, 1.0f);
 }
 
 void output_and_ffn(const Runtime& rt, Activations& a, int il, int rows) {
   const HParams& hp = rt.model.hp;
   const LayerWeights& L = rt.model.layers[static_cast<size_t>(il)];
-  const size_t F = static_cast<size_t>(hp.n_ff);
+  const int64_t E = hp.n_embd, F = hp.n_ff, Q = static_cast<int64_t>(hp.n_head) * hp.head_dim;
+  backend::Backend& be = rt.be;
   // x = x + W_o . att
   // then m = ffn_norm(x), in the same parallel section
-  kernels::matmul(L.wo, a.att.data(), rows, a.xn.data(), rt.pool, rt.mm);
+  backend::Tensor y = rows_of(a.xn.data(), rows, E);
+  be.matmul(L.wo, rows_of(a.att.data(), rows, Q), y);
   step::add_residual_then_norm(rt, a, a.xn.data(), L.ffn_norm, a.xn.data(), rows);
   // x = x + W_down . (silu(W_gate . m) * (W_up . m))
-  const kernels::MatmulTarget gate_up[] = {{&L.ffn_gate, a.ffn_gate.data()}, {&L.ffn_up, a.ffn_up.data()}};
-  kernels::matmul_shared(gate_up, a.xn.data(), rows, rt.pool, rt.mm);
-  for_rows(rt.pool, rows, [&](int t) {
-    kernels::silu_mul(a.ffn_gate.data() + t * F, a.ffn_up.data() + t * F, static_cast<int64_t>(F));
-  });
-  kernels::matmul(L.ffn_down, a.ffn_gate.data(), rows, a.xn.data(), rt.pool, rt.mm);
+  backend::Tensor gate = rows_of(a.ffn_gate.data(), rows, F), up = rows_of(a.ffn_up.data(), rows, F);
+  const backend::MatmulOut gate_up[] = {{&L.ffn_gate, gate}, {&L.ffn_up, up}};
+  be.matmul_shared(gate_up, y);
+  be.silu_mul(gate, up);
+  be.matmul(L.ffn_down, gate, y);
   step::add_residual(rt, a, a.xn.data(), rows);
 }
 
 void logits(const Runtime& rt, Activations& a, const std::vector<int>& rows, float* logits_out) {
   const HParams& hp = rt.model.hp;
-  const size_t E = static_cast<size_t>(hp.n_embd);
+  const int64_t E = hp.n_embd, n = static_cast<int64_t>(rows.size());
+  backend::Backend& be = rt.be;
   // logits = W_out . output_norm(x)
-  for (size_t i = 0; i < rows.size(); ++i)
-    kernels::rmsnorm(a.x.data() + static_cast<size_t>(rows[i]) * E, rt.model.output_norm.f32(), a.xn.data() + i * E,
-                     static_cast<int64_t>(E), hp.rms_eps);
-  kernels::matmul(rt.model.output, a.xn.data(), static_cast<int64_t>(rows.size()), logits_out, rt.pool, rt.mm);
+  backend::Tensor xn = rows_of(a.xn.data(), n, E), out = rows_of(logits_out, n, hp.n_vocab);
+  be.gather_rows(rows_of(a.x.data(), a.capacity, E), rows, xn);
+  be.rms_norm(xn, rt.model.output_norm, xn, hp.rms_eps);
+  be.matmul(rt.model.output, xn, out);
 }
 
 }  // namespace llama
