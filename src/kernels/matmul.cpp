@@ -11,8 +11,8 @@
 // Prefill: BLAS sgemm. F32 weights are passed to sgemm in place, one call per thread on its
 // contiguous block of rows; other types are dequantised, tile_rows rows at a time, into a
 // per-thread F32 buffer that sgemm then consumes. By default OpenBLAS runs single-threaded and
-// every pool thread calls sgemm on its own rows (BlasThreading::PoolPerThread); see
-// BENCHMARKS.md for the comparison with one multithreaded OpenBLAS call.
+// every pool thread calls sgemm on its own rows (BlasThreading::PoolPerThread), which beat one
+// multithreaded OpenBLAS call (docs/benchmarks/kernels-first-tables.md).
 //
 // Dimension legend: n_tok = activation rows (tokens), rows/cols = W's shape (cols = ne[0] =
 // input features), ldy = output row stride (>= rows), tr = weight rows per prefill tile.
@@ -84,8 +84,8 @@ class ChunkQueue {
 // The dot-tile paths prepare the activations inside the section that multiplies them: each
 // thread converts its share of the n_tok rows, then waits until every thread has (the tiles read
 // all of them). Before, the conversion was a parallel section of its own, one more dispatch and
-// join per matmul: ~2 us each, 120 a 16-sequence decode step of the SmolLM2-135M shape
-// (BENCHMARKS.md, issue 25). Inline (nth = 1) it converts them all.
+// join per matmul (~2 us each, 120 a 16-sequence decode step of the SmolLM2-135M shape).
+// Inline (nth = 1) it converts them all.
 template <typename Quantize>
 void quantize_share_then_wait(int64_t n_tok, int ith, int nth, const Quantize& quantize,
                               ThreadPool::SectionBarrier& prepared) {
@@ -189,9 +189,8 @@ void matmul_packed(const KernelTable& k, const MatmulConfig& cfg, std::span<cons
   // ~kWeightChunkBytes of weights per chunk. Then, once fewer groups are left than 2 such chunks a
   // thread, chunks of a quarter of what is left per thread ("guided", down to one group), so that
   // the threads finish within about a group of each other: with equal chunks the last one ran on
-  // alone for half a chunk on average (an LM head's chunk of 3.7 MB at 16 tokens: ~0.4 ms of a
-  // 20 ms step; the ~1 ms a step the caller waited in matmul sections on the Intel VM,
-  // BENCHMARKS.md, issue 25). Chunks never span two jobs.
+  // alone for half a chunk on average (an LM head's chunk of 3.7 MB at 16 tokens). Chunks never
+  // span two jobs.
   int64_t chunk = (groups + 4 * pool.size() - 1) / (4 * pool.size());
   if (tb < n_tok) chunk = std::min<int64_t>(chunk, kWeightChunkBytes / static_cast<int64_t>(P0.group_stride));
   chunk = std::max<int64_t>(1, chunk);
@@ -212,8 +211,7 @@ void matmul_packed(const KernelTable& k, const MatmulConfig& cfg, std::span<cons
     quantize_share_then_wait(n_tok, ith, nth, quantize, prepared);
     // Each thread takes its next chunk from the queue before running the current one, so that the
     // current one's last group prefetches the next one's first (otherwise every chunk starts on
-    // weights straight from DRAM: ~8 chunks per matrix, 4-5 matrices per layer; a 16-sequence
-    // decode step with ~50 tokens held, 7.6-8.1 -> 7.2-7.6 ms, BENCHMARKS.md, issue 25).
+    // weights straight from DRAM: ~8 chunks per matrix, 4-5 matrices per layer).
     int64_t c, ce;
     bool have = queue.next(&c, &ce);
     for (bool have_next; have; have = have_next) {
@@ -309,7 +307,7 @@ bool blas_runs_avx512() {
 }
 
 // Measured on the 2-core EPYC (Zen 5), one thread, CPU time (Kernels/Crossover and
-// Kernels/Prefill1B in benches/kernels_bench.cpp, tables in BENCHMARKS.md).
+// Kernels/Prefill1B in benches/kernels_bench.cpp; tables in docs/benchmarks/kernels-first-tables.md).
 // AVX2 table, OpenBLAS Haswell kernels: float weights: sgemm wins from 8-12 (F32) / 12-16 (F16,
 // BF16) tokens. Quantised weights: the int8 dot tiles run at 90-118 GFLOP/s, as fast as sgemm
 // (~110) plus its dequantisation, so decode stays ahead up to 48-128 tokens; where the two are

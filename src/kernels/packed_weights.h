@@ -1,5 +1,5 @@
-// Weight matrices repacked at load time for the AVX-512 VNNI packed tiles (issue 14 for Q4_0,
-// issue 25 for Q8_0): 16 rows interleaved per 32-weight block, so that one 64-byte load holds 4
+// Weight matrices repacked at load time for the AVX-512 VNNI packed tiles (Q4_0 and
+// Q8_0): 16 rows interleaved per 32-weight block, so that one 64-byte load holds 4
 // weights of each of the 16 rows and feeds one vpdpbusd against 4 activation bytes broadcast to
 // every lane; lane r of the accumulator is row r's output (no horizontal sums), and the 16 rows'
 // block scales are stored together as one vector. Each type's byte layout is in its own header
@@ -49,8 +49,8 @@ size_t packed_bytes(DType t, int64_t rows, int64_t cols);
 // huge pages (MADV_HUGEPAGE) before anything touches it: the decode tile streams every matrix once
 // a step, and on 4 KiB pages it crosses a page (a TLB miss, and the L2 streamer stops) every 64
 // lines. The model's matrices share one such block (model/repack.cpp), so that the small
-// per-layer ones sit on huge pages too (BENCHMARKS.md, issue 25, "Guided chunks; packed weights
-// on huge pages").
+// per-layer ones sit on huge pages too (docs/benchmarks/issue25-server-step-5-intel-2026-11-30.md,
+// "Guided chunks; packed weights on huge pages").
 std::shared_ptr<uint8_t> alloc_packed_storage(size_t bytes);
 
 // True when the active kernel table has the packed tile of `t` and KVS_NO_REPACK is unset or "0"

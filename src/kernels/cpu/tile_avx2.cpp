@@ -234,9 +234,8 @@ using Q4_0K = Q8Row<UnpackQ4_0>::K<NT>;
 
 // One F16 row against one token (decode): eight accumulators (64 weights, two 64-byte lines per
 // step) and a software prefetch kPrefetchBytes ahead inside the loop. The two-accumulator FloatRow
-// is bound by its FMA chains here (8 weights per FMA). Llama-3.2-1B F16 decode with this table
-// (KVS_NO_AVX512=1 on the AVX-512 VM), one thread, CPU time per token: FloatRow 94-95 ms, four
-// accumulators 86-87, eight 79-86 (BENCHMARKS.md, issue 14).
+// is bound by its FMA chains here (8 weights per FMA); eight were the fastest measured
+// (docs/benchmarks/issue14-vs-llamacpp.md).
 float f16_row_decode(const uint8_t* w, const float* x, int64_t n) {
   constexpr int kAcc = 8;
   const auto* h = reinterpret_cast<const uint16_t*>(w);

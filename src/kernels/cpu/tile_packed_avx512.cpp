@@ -38,9 +38,8 @@ using i32_unaligned = int32_t __attribute__((may_alias, aligned(1)));
 // acc + vpdpbusd(u, the 4 activation bytes at p broadcast to every lane), with the broadcast
 // folded into the instruction's memory operand ({1to16}). Written as asm because GCC 12 does not
 // fold it from the intrinsic (set1 of a plain load or of a memcpy alike): it emits a vpbroadcastd
-// per vpdpbusd, and on the Intel Xeon VM of issue 25 that pair issues 1.3 vpdpbusd a cycle where
-// the folded form issues 1.8-2.0 (12 independent chains, measured); the tile ran 1.5x faster
-// with the rows in L2 (BENCHMARKS.md, issue 25, "The weight tile's broadcasts").
+// per vpdpbusd, and that pair issues fewer vpdpbusd a cycle than the folded form
+// (docs/benchmarks/issue25-server-step-4-intel-2026-11-29.md, "The weight tile's broadcasts").
 inline __m512i dpbusd_bcast(__m512i acc, __m512i u, const int8_t* p) {
   __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*reinterpret_cast<const i32_unaligned*>(p)));
   return acc;
@@ -125,8 +124,7 @@ struct PackedTile {
 // The passes share the next group's prefetch (pf, or null): pass i of np asks for lines
 // [i L / np, (i + 1) L / np) of each block pair (L lines a pair), so that the requests go out
 // through the whole group's time rather than in the first pass's half of it while the core's
-// fill buffers wait idle in the second (16 tokens, 98 MB of weights from DRAM, one thread:
-// 1.4-1.7 -> 1.8-1.9 G vpdpbusd a second; BENCHMARKS.md, issue 25, "The weight tile's broadcasts").
+// fill buffers wait idle in the second (same journal section).
 template <class F>
 void group_tokens(const uint8_t* g, int rows, const uint8_t* a, size_t as, int nt, int64_t n, float* out,
                   int64_t ldo, const uint8_t* pf) {
@@ -155,9 +153,8 @@ void tile(const uint8_t* w, size_t gs, int ng, int64_t nr, const uint8_t* a, siz
           float* out, int64_t ldo, const uint8_t* pf_after) {
   for (int g = 0; g < ng; ++g) {
     const int rows = static_cast<int>(std::min<int64_t>(kPackRows, nr - int64_t{g} * kPackRows));
-    // The next group's prefetch pays with several tokens (LM head 49152 x 576 from DRAM, 16 tokens,
-    // one thread: 318 -> 570 GFLOP/s); with one token the hardware prefetcher alone keeps up
-    // (107 vs 101 GFLOP/s with it). BENCHMARKS.md, issue 25.
+    // The next group's prefetch pays with several tokens; with one token the hardware prefetcher
+    // alone keeps up.
     // After the last group: the caller's next chunk (pf_after), not what lies past this one (another
     // thread's chunk, or the end).
     group_tokens<F>(w + g * gs, rows, a, as, nt, n, out + g * kPackRows, ldo,

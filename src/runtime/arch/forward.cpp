@@ -119,8 +119,8 @@ void attention_block(const Runtime& rt, const ArchBlock& block, Activations& a, 
   std::vector<AttnJob> jobs;
   jobs.reserve(segs.size());
   // A decode-sized segment's slots are reserved here and its rows written by the attention's
-  // tasks, in parallel (AttnJob::k_new): written here, one sequence after another, they were ~0.5
-  // ms of a 16-sequence step on one thread while the other waited (BENCHMARKS.md, issue 25).
+  // tasks, in parallel (AttnJob::k_new): written here, one sequence after another, they kept one
+  // thread busy while the others waited.
   for (const Segment& sg : segs) {
     const size_t r0 = static_cast<size_t>(sg.first);
     const int32_t* sp = a.pos.data() + r0;
