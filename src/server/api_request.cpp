@@ -52,7 +52,10 @@ void check_option_types(const JsonFields& opts, const std::string& press, const 
                                      : a != merged.end()            ? a->second
                                                                     : info->default_allocator);
   } catch (const Error&) {
-    if (!info) return;  // the press's own options are still typed (an allocator outside the registry: "quality")
+    // The press's own options are still typed (an unknown allocator, or "quality" outside the
+    // registry), and the allocator's name is a string.
+    if (!info) return;
+    if (!info->default_allocator.empty()) specs.push_back({"allocator", ParamSpec::Type::String, "", ""});
   }
   for (const auto& [k, v] : o.items()) {
     for (const ParamSpec& spec : specs) {
