@@ -224,6 +224,9 @@ void load_gguf(Model& m, const std::string& path) {
     if (rf->type != DType::F32 || rf->n_elements() != half)
       fail("{}: tensor 'rope_freqs.weight' has type {} shape {}, expected f32 [{}]", path, dtype_name(rf->type),
            shape_str(*rf), half);
+    for (int i = 0; i < half; ++i)
+      if (!(std::isfinite(rf->f32()[i]) && rf->f32()[i] > 0))
+        fail("{}: tensor 'rope_freqs.weight' element {} is {}, expected a finite divisor > 0", path, i, rf->f32()[i]);
     hp.rope_scaling.type = "llama3";
     m.rope_freqs.assign(rf->f32(), rf->f32() + half);
     m.rope_inv_freq.resize(static_cast<size_t>(half));

@@ -14,6 +14,7 @@
 #include "kernels/ops.h"
 #include "kernels/packed_weights.h"
 #include "model/gguf/gguf.h"
+#include "model/weight_check.h"
 
 namespace kvs {
 
@@ -199,6 +200,9 @@ void detail::finish_model(Model& m, const std::string& src) {
     local.rope_scaling = RopeScaling{};
     m.rope_inv_freq_swa = rope_inv_freq(local);
   }
+
+  // Every value finite (NaN / Inf scales would turn every logit into NaN, silently).
+  for_each_weight(m, [&](const TensorView& t) { check_weights_finite(t, src); });
 
   uint64_t h = kFnv1aInit;
   const std::string s = m.hp.summary();

@@ -14,6 +14,7 @@ struct CompressionSpec {
   Press press;
   CompressRequest request;
   Trigger trigger;  // usually press.trigger
+  bool sinks_given = false, window_given = false;  // set by the user, not the press's defaults
 };
 
 struct SpecArgs {
@@ -30,5 +31,11 @@ struct SpecArgs {
 // Validates everything (unknown press or option, out-of-range values, a request the press cannot
 // take) and throws kvs::Error naming what is wrong.
 CompressionSpec make_compression_spec(const SpecArgs& a);
+
+// Refuses (kvs::Error naming the option) sinks / window given explicitly that alone protect more
+// of an n-token context than the keep ratio or token budget keeps: a press keeps every protected
+// token, so it would keep far more than asked, silently. The press's own defaults are never
+// refused (a short prompt under them keeps what they protect, by design).
+void check_protection_fits(const CompressionSpec& s, int64_t n_tokens);
 
 }  // namespace kvs

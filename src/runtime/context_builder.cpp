@@ -41,6 +41,7 @@ ContextBuilder::ContextBuilder(Engine& engine, CompressionSpec spec, std::vector
   out_.spec = std::move(spec);
   out_.tokens = std::move(tokens);
   out_.n_tokens = static_cast<int32_t>(out_.tokens.size());
+  check_protection_fits(out_.spec, out_.n_tokens);
   whole_ = needs_whole_prefill(out_.spec);
   if (!whole_) {
     out_.seq.cache = engine_.new_cache();

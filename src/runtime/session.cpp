@@ -118,6 +118,7 @@ void CompressedContext::set_context(std::span<const int32_t> context) {
 
 void CompressedContext::prefill(std::span<const int32_t> context, const Needs& extra) {
   if (context.empty()) fail("empty context");
+  check_protection_fits(spec_, static_cast<int64_t>(context.size()));
   Needs need = spec_.press.needs();
   need |= extra;
   seq_ = Sequence{};
@@ -157,6 +158,7 @@ void CompressedContext::compress_from(const CompressedContext& base) {
     return;
   }
   if (base.context_.empty()) fail("compress_from: the base context was not prefilled");
+  check_protection_fits(spec_, static_cast<int64_t>(base.context_.size()));
   const Needs need = spec_.press.needs();
   const StatsRequest have = base.seq_.stats ? base.seq_.stats->request() : StatsRequest{};
   if (!have.covers(need.stats) || (need.context_nll && base.nll_.empty()))

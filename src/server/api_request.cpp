@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "press/params.h"
+#include "press/registry.h"
 #include "server/json_fields.h"
 
 namespace kvs::server {
@@ -32,6 +33,46 @@ std::string option_text(const JsonFields& f, const std::string& key, const nlohm
     return fmt::format("{}", d);
   }
   f.bad(key, fmt::format("must be a string, number or boolean, got {}", json_type_name(v)));
+}
+
+// A press option's JSON type must be its spec's: a number for an integer or number option, a
+// boolean for a flag, a string for a name ("window_size": "32" is refused, not read as 32; the
+// command line's key=value text has no types, JSON has). Unknown presses, allocators, presets and
+// options are left to make_compression_spec, which names them.
+void check_option_types(const JsonFields& opts, const std::string& press, const nlohmann::json& o,
+                        const ParamMap& given) {
+  std::vector<ParamSpec> specs;
+  const PressInfo* info = nullptr;
+  try {
+    info = &press_info(press);
+    specs = info->params;
+    const ParamMap merged = with_preset(*info, given);
+    const auto a = merged.find("allocator");
+    specs = press_param_specs(*info, info->default_allocator.empty() ? ""
+                                     : a != merged.end()            ? a->second
+                                                                    : info->default_allocator);
+  } catch (const Error&) {
+    // The press's own options are still typed (an unknown allocator, or "quality" outside the
+    // registry), and the allocator's name is a string.
+    if (!info) return;
+    if (!info->default_allocator.empty()) specs.push_back({"allocator", ParamSpec::Type::String, "", ""});
+  }
+  for (const auto& [k, v] : o.items()) {
+    for (const ParamSpec& spec : specs) {
+      if (spec.name != k) continue;
+      using T = ParamSpec::Type;
+      const bool ok = spec.type == T::Int || spec.type == T::Float ? v.is_number()
+                      : spec.type == T::Bool                      ? v.is_boolean()
+                                                                  : v.is_string();
+      if (ok) break;
+      const char* want = spec.type == T::Int     ? "must be a JSON number (an integer option)"
+                         : spec.type == T::Float ? "must be a JSON number"
+                         : spec.type == T::Bool  ? "must be a JSON boolean (true or false)"
+                                                 : "must be a JSON string";
+      opts.bad(k, fmt::format("{}, got {}{}", want, json_type_name(v),
+                              v.is_string() ? fmt::format(" \"{}\"", v.get_ref<const std::string&>().substr(0, 64)) : ""));
+    }
+  }
 }
 
 std::vector<ChatMessage> parse_messages(const JsonFields& f, const nlohmann::json* v, const RequestLimits& lim) {
@@ -222,7 +263,13 @@ Compression parse_compression(const nlohmann::json& j, const std::string& param)
       c.echo["keep"] = *a.keep;
     }
   }
-  if (auto b = f.integer("budget", 0, kMaxPositions)) {
+  // A token budget is 1 or more tokens per KV head; 0 is no budget (the command line's default),
+  // which a request says by leaving the field out.
+  if (const nlohmann::json* b0 = f.get("budget"); b0 && b0->is_number() && b0->get<double>() == 0)
+    f.bad("budget", fmt::format("must be an integer in [1, {}] (tokens kept per KV head), got 0: leave it out (or null) "
+                                "for no token budget",
+                                kMaxPositions));
+  if (auto b = f.integer("budget", 1, kMaxPositions)) {
     a.budget = static_cast<int32_t>(*b);
     c.echo["budget"] = *b;
   }
@@ -256,6 +303,7 @@ Compression parse_compression(const nlohmann::json& j, const std::string& param)
       echo[k] = a.options[k];
     }
     c.echo["options"] = echo;
+    check_option_types(opts, a.press, *o, a.options);
   }
   // The engine's messages quote these names in C strings: a control character (a NUL) would cut
   // the message; no valid name or value has one.

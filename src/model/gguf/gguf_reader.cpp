@@ -273,16 +273,37 @@ void GgufFile::parse_all() {
            name_, tv.name, dtype_name(tv.type), shape_str(tv), tv.nbytes, off, data_size);
     tv.data = data_ + data_offset_ + off;
   }
-  // Tensor data must not overlap (llama.cpp even requires them packed in order; we accept any
-  // order and gaps, as the spec does).
+  // Each tensor's bytes fill exactly its slot: sorted by offset, the first starts at 0, each next
+  // one at this one's end rounded up to the alignment, and the file ends within the last one's
+  // padding. The byte size follows from the declared type and shape only, so a damaged type code
+  // whose blocks are smaller (q8_0 read as q4_0) would otherwise load on reinterpreted bytes.
+  // llama.cpp's reader also requires file order (gguf.cpp: offset == running padded size); any
+  // order is accepted here, gaps are not.
   std::vector<size_t> order(tensors_.size());
   for (size_t k = 0; k < order.size(); ++k) order[k] = k;
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return infos[a].offset < infos[b].offset; });
+  const auto padded = [&](size_t n) { return (n + alignment_ - 1) / alignment_ * alignment_; };
+  const auto mismatch = [&](size_t a, uint64_t from, uint64_t to, const std::string& before) {
+    const TensorView& t = tensors_[a];
+    fail("{}: tensor '{}' is declared {} {} ({} bytes at data offset {}), but bytes [{}, {}) of the data section "
+         "after it belong to no tensor{}: its type or shape does not match its data (a damaged header?)",
+         name_, t.name, dtype_name(t.type), shape_str(t), t.nbytes, infos[a].offset, from, to, before);
+  };
+  if (!order.empty() && infos[order[0]].offset != 0)
+    fail("{}: bytes [0, {}) of the data section belong to no tensor (the first tensor, '{}', starts at data offset {})",
+         name_, infos[order[0]].offset, tensors_[order[0]].name, infos[order[0]].offset);
   for (size_t k = 1; k < order.size(); ++k) {
     const size_t a = order[k - 1], b = order[k];
     if (infos[a].offset + tensors_[a].nbytes > infos[b].offset)
       fail("{}: tensor '{}' (data offset {}, {} bytes) overlaps tensor '{}' (data offset {})", name_, tensors_[a].name,
            infos[a].offset, tensors_[a].nbytes, tensors_[b].name, infos[b].offset);
+    const uint64_t end = infos[a].offset + padded(tensors_[a].nbytes);
+    if (end != infos[b].offset) mismatch(a, end, infos[b].offset, fmt::format(" (before tensor '{}')", tensors_[b].name));
+  }
+  if (!order.empty()) {
+    const size_t last = order.back();
+    const uint64_t end = infos[last].offset + padded(tensors_[last].nbytes);
+    if (data_size > end) mismatch(last, end, data_size, " (up to the end of the file)");
   }
 }
 

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "press/select/score_order.h"
 
 namespace kvs {
 
@@ -95,11 +96,11 @@ Allocation AdaKvAllocator::allocate(const Scores& scores, const PressEnv& env) c
       const int32_t floor_n = static_cast<int32_t>(alpha_ * hb);
       std::vector<int32_t> order(static_cast<size_t>(h.len()));
       std::iota(order.begin(), order.end(), 0);
-      std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t bb) { return sc[a] > sc[bb]; });
+      std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t bb) { return score_rank(sc[a]) > score_rank(sc[bb]); });
       std::vector<bool> forced(static_cast<size_t>(h.len()), false);
       for (int32_t i = 0; i < floor_n && i < h.len(); ++i) forced[static_cast<size_t>(order[i])] = true;
       for (int32_t s = 0; s < h.len(); ++s)
-        cand.push_back({prot[s] || forced[s] ? kForced : sc[s], kvh, s});
+        cand.push_back({prot[s] || forced[s] ? kForced : score_rank(sc[s]), kvh, s});
     }
     // With an absolute budget the layer may spend max_tokens per head in total, however its heads
     // are currently distributed (heads below the budget must not shrink the layer's share).

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/rng.h"
+#include "press/select/score_order.h"
 #include "kernels/ops.h"
 
 namespace kvs::math {
@@ -58,7 +59,7 @@ void gvote_vote_top_b(std::span<const float> logits, int64_t b, std::vector<uint
   }
   std::vector<int32_t> idx(static_cast<size_t>(n));
   std::iota(idx.begin(), idx.end(), 0);
-  auto better = [&](int32_t x, int32_t y) { return logits[x] > logits[y] || (logits[x] == logits[y] && x > y); };
+  auto better = [&](int32_t x, int32_t y) { return ranks_above(logits[x], x, logits[y], y); };
   std::nth_element(idx.begin(), idx.begin() + (b - 1), idx.end(), better);
   for (int64_t i = 0; i < b; ++i) keep[idx[i]] = 1;
 }

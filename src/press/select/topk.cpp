@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "press/select/score_order.h"
 
 namespace kvs {
 
@@ -15,7 +16,7 @@ std::vector<int32_t> top_k_slots(const std::vector<float>& s, int32_t k, const s
     if (exclude.empty() || !exclude[static_cast<size_t>(i)]) idx.push_back(i);
   k = std::min<int32_t>(k, static_cast<int32_t>(idx.size()));
   if (k <= 0) return {};
-  auto better = [&](int32_t a, int32_t b) { return s[a] > s[b] || (s[a] == s[b] && a > b); };
+  auto better = [&](int32_t a, int32_t b) { return ranks_above(s[a], a, s[b], b); };
   std::nth_element(idx.begin(), idx.begin() + (k - 1), idx.end(), better);
   idx.resize(static_cast<size_t>(k));
   return idx;

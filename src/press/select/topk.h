@@ -17,7 +17,8 @@ class TopKSelector : public Selector {
   double recent_share_;
 };
 
-// Indices of the k highest of `s` among slots not in `exclude`, ties toward higher index.
+// Indices of the k highest of `s` among slots not in `exclude`, ties toward higher index, NaN
+// ranked lowest (press/select/score_order.h).
 std::vector<int32_t> top_k_slots(const std::vector<float>& s, int32_t k, const std::vector<bool>& exclude);
 
 }  // namespace kvs
