@@ -28,7 +28,11 @@ void create() {
     app.apiVersion = version >= VK_API_VERSION_1_3 ? VK_API_VERSION_1_3 : version;
     VkInstanceCreateInfo info{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
     info.pApplicationInfo = &app;
-    KVS_VK(vk.vkCreateInstance(&info, nullptr, &g_instance));
+    const VkResult r = vk.vkCreateInstance(&info, nullptr, &g_instance);
+    if (r == VK_ERROR_INCOMPATIBLE_DRIVER)  // the loader's answer when it finds no driver at all
+      fail("no Vulkan device: the Vulkan loader found no driver (vkCreateInstance: VK_ERROR_INCOMPATIBLE_DRIVER); "
+           "install one: mesa-vulkan-drivers for lavapipe, or the GPU vendor's");
+    check(r, "vkCreateInstance");
     load_instance_functions(g_instance);
   } catch (const Error& e) {
     g_error = e.what();
