@@ -31,6 +31,7 @@ void register_inspect(CLI::App& app);  // cmd_inspect.cpp
 void register_logits(CLI::App& app);   // cmd_logits.cpp
 void register_bench_memory(CLI::App& app);  // cmd_bench_memory.cpp
 void register_bench_kernels(CLI::App& app);  // cmd_bench_kernels.cpp
+void register_devices(CLI::App& app);       // cmd_devices.cpp
 
 // Options every model-running command takes.
 struct EngineOptions {

@@ -75,6 +75,7 @@ int main(int argc, char** argv) {
   kvs::cli::register_serve(app);
   kvs::cli::register_inspect(app);
   kvs::cli::register_logits(app);
+  kvs::cli::register_devices(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
