@@ -4,8 +4,10 @@
 // every query head (Eqs. 1, 5, 6: from the collector's streamed d x d covariance with cov=eq1, or
 // from the window's queries kept per layer with cov=unitnorm), its KV heads' labels (M groups per
 // layer by erank) and the layer values; the majority vote gives each KV head its group and the
-// entropy drop (Eq. 8) the layer groups. The same vote on the first and second halves of the windows (disjoint text) measures
-// how stable the groups are ("stability" in the saved data).
+// erank drop (Eq. 8) the layer groups. The same vote on the first and second halves of the windows
+// (in text order; disjoint text) measures how stable the groups are ("stability" in the saved
+// data). The windows are visited in a stride order spread over the text, so that an early stop
+// (stop=stable) keeps windows from all of it.
 //
 // Choices: the text is ../shared/data/wikitext2/wikitext-2-v1.tokens.valid.txt, the only copy of
 // the validation split here (the tokenized v1 release: words split by spaces, rare ones <unk>); the
@@ -30,6 +32,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <numeric>
 #include <optional>
 #include <span>
 
@@ -158,19 +161,35 @@ nlohmann::json run_uncomp_calibration(const CalibrateArgs& a) {
   StatsRequest req;
   if (o.cov == UncompCov::Eq1) req.query_gram = q_s == "post" ? QueryGram::PostRope : QueryGram::PreRope;
   QueryCapture capture(L, H * D, q_s == "post");
-  std::vector<double> erank;
-  erank.reserve(static_cast<size_t>(samples) * L * H);
+  // Windows are visited in a golden-ratio stride order (window (s P) mod d at step s, P ~ 0.618 d
+  // coprime with d), so that the windows of an early stop are spread over the whole text; the
+  // entropies are kept by window and handed to the vote in text order, whatever stopped the run.
+  int stride = 1;
+  if (samples > 2) {
+    stride = std::max(1, static_cast<int>(std::lround(0.6180339887 * samples)));
+    while (std::gcd(stride, samples) != 1) ++stride;
+  }
+  const size_t per_sample = static_cast<size_t>(L) * H;
+  std::vector<std::vector<double>> by_window(static_cast<size_t>(samples));
+  std::vector<double> erank;  // the windows seen so far, in text order
+  auto collect = [&] {
+    erank.clear();
+    for (const auto& w : by_window) erank.insert(erank.end(), w.begin(), w.end());
+    return static_cast<int>(erank.size() / per_sample);
+  };
   double forward_s = 0, entropy_s = 0;
   Progress prog(static_cast<size_t>(samples), samples, a.progress);  // a bar (terminal) or lines (log)
   prog.set_label("uncomp calibration");
   // Groups (KV heads and layers) voted on the first n samples, for the early stop.
-  auto groups_after = [&](int n) {
+  auto groups_after = [&]() {
+    const int n = collect();
     const nlohmann::json d = uncomp_calibration_data(erank, n, L, H, Hkv, D, o);
     return nlohmann::json{d["kv_head_groups"], d["layer_groups"]};
   };
   std::vector<nlohmann::json> checks;
   int used = samples;
-  for (int i = 0; i < samples; ++i) {
+  for (int step = 0; step < samples; ++step) {
+    const int i = static_cast<int>(static_cast<int64_t>(step) * stride % samples);
     const int64_t start = samples > 1 ? span * i / (samples - 1) : 0;
     std::vector<int32_t> ids;
     if (bos) ids.push_back(tok.bos());
@@ -185,12 +204,12 @@ nlohmann::json run_uncomp_calibration(const CalibrateArgs& a) {
     Timer te;
     const std::vector<double> e = o.cov == UncompCov::Eq1 ? uncomp_sample_entropy(*stats, L, k_used, o.norm)
                                                           : capture.entropy(H, D, k_used, o.norm);
-    erank.insert(erank.end(), e.begin(), e.end());
+    by_window[static_cast<size_t>(i)] = e;
     entropy_s += te.seconds();
     prog.advance(1);
-    const int n = i + 1;
+    const int n = step + 1;
     if (o.check_every > 0 && n % o.check_every == 0 && n < samples) {
-      checks.push_back(groups_after(n));
+      checks.push_back(groups_after());
       const size_t c = checks.size();
       if (n >= o.min_samples && c >= 3 && checks[c - 1] == checks[c - 2] && checks[c - 2] == checks[c - 3]) {
         used = n;
@@ -199,6 +218,8 @@ nlohmann::json run_uncomp_calibration(const CalibrateArgs& a) {
     }
   }
   Timer tv;
+  const int n_used = collect();
+  KVS_ASSERT(n_used == used);
   nlohmann::json j = uncomp_calibration_data(erank, used, L, H, Hkv, D, o);
   j["preset"] = preset;
   j["samples_requested"] = samples;

@@ -7,7 +7,7 @@
 // d samples of WikiText-2 are prefilled; per sample, erank_k of every query head's covariance
 // (from the collector's Gram statistics), the KV heads of each layer cut into M groups by erank;
 // a majority vote over the samples gives each KV head its group; the layer values (Σ over the
-// layer's query heads of the mean erank_k) give the layer groups by the entropy drop (Eq. 8).
+// layer's query heads of the mean erank_k) give the layer groups by the erank drop (Eq. 8).
 //
 // Compression, two variants (`uncomp:variant=group|group-stage`):
 //  - group (§3.3.3): per-head budgets stepped by group, N_{g+1} = N_g - Δn (Eq. 11, N_1 = 640,
