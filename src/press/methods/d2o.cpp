@@ -82,6 +82,12 @@ std::vector<double> d2o_layer_F(const StatsCollector& stats, math::D2oDensity de
       }
     return math::d2o_layer_density(qh_var, l.n_layer, sh.n_head, density);
   }
+  if (density == math::D2oDensity::OfficialMinMax && l.n_head_kv <= 2)
+    warn_once("d2o.minmax_kv_heads",
+              fmt::format("d2o: density=minmax normalises over the {} KV head(s) of each layer, which gives every layer the "
+                          "same F ({}): uniform budgets; density=minmax-query normalises over the query heads as the "
+                          "official code",
+                          l.n_head_kv, l.n_head_kv == 1 ? "0" : "0.5"));
   std::vector<double> head_var(static_cast<size_t>(l.n_heads_total()));
   for (int layer = 0; layer < l.n_layer; ++layer)
     for (int kvh = 0; kvh < l.n_head_kv; ++kvh) {
