@@ -4,8 +4,10 @@
 // every query head (Eqs. 1, 5, 6: from the collector's streamed d x d covariance with cov=eq1, or
 // from the window's queries kept per layer with cov=unitnorm), its KV heads' labels (M groups per
 // layer by erank) and the layer values; the majority vote gives each KV head its group and the
-// entropy drop (Eq. 8) the layer groups. The same vote on the first and second halves of the windows (disjoint text) measures
-// how stable the groups are ("stability" in the saved data).
+// erank drop (Eq. 8) the layer groups. The same vote on the first and second halves of the windows
+// (in text order; disjoint text) measures how stable the groups are ("stability" in the saved
+// data). The windows are visited in a stride order spread over the text, so that an early stop
+// (stop=stable) keeps windows from all of it.
 //
 // Choices: the text is ../shared/data/wikitext2/wikitext-2-v1.tokens.valid.txt, the only copy of
 // the validation split here (the tokenized v1 release: words split by spaces, rare ones <unk>); the
@@ -16,16 +18,21 @@
 // query_states after apply_rotary_pos_emb); --opt queries=pre for before.
 //
 // Options (--opt): preset (paper | official), groups (M, 8), k (auto = head_dim / 4, or a number),
-// norm (trace | topk), cov (eq1 | unitnorm), layer_value (entropy | official-erank), vote
-// (balanced | per-head), eps (0.3 with entropy, 1 with official-erank), queries (post | pre).
-// preset=paper: k auto, trace, eq1, entropy, eps 0.3 (the paper: Lemma 4, Table 8, Eq. 1, A.3).
-// preset=official: k auto, trace, unitnorm, official-erank, eps 1 (menik1126/UNComp entropy_utils.py
+// norm (trace | topk), cov (eq1 | unitnorm), layer_value (erank | entropy | official-erank), vote
+// (balanced | per-head), eps (0.3, or 1 with official-erank), queries (post | pre), stop (stable |
+// none: stop early once the voted groups no longer move, see kStableEvery).
+// preset=paper: k auto, trace, eq1, erank, eps 0.3 (the paper: Lemma 4, Table 8, Eq. 1, Eq. 8, A.3).
+// preset=official: k 32, trace, unitnorm, official-erank, eps 1 (menik1126/UNComp entropy_utils.py
 // and stage_division.py). Options given explicitly override the preset.
+// Cost: one prefill of a --tokens window per sample plus H eigen-decompositions of D x D per layer;
+// 500 windows of 512 tokens on a 1B model (Llama-3.2-1B: 16 layers x 32 heads, D 64) is 256k
+// tokens of prefill, about as long as a 256k-token prompt's prefill (see docs/methods/uncomp.md).
 #include "eval/calibrate_uncomp.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <numeric>
 #include <optional>
 #include <span>
 
@@ -41,6 +48,10 @@ namespace kvs::eval {
 namespace {
 
 constexpr const char* kText = "wikitext2/wikitext-2-v1.tokens.valid.txt";
+// stop=stable: from kStableMin samples on, every kStableEvery samples, the groups voted so far are
+// compared with those of kStableEvery and 2 kStableEvery samples earlier; equal three times in a
+// row: the remaining samples would not change them (the vote is a count), so the run stops.
+constexpr int kStableEvery = 50, kStableMin = 150;
 
 // cov=unitnorm: every query of the window, per layer ([layer][n][H * D], post- or pre-RoPE), then
 // H_k of each query head's unit-norm token covariance (the official code's; it needs the mean
@@ -90,14 +101,18 @@ nlohmann::json run_uncomp_calibration(const CalibrateArgs& a) {
   const std::string preset = take("preset", "paper");
   if (preset != "paper" && preset != "official") fail("calibrate uncomp: preset must be paper or official, got '{}'", preset);
   const bool off = preset == "official";
-  const std::string groups_s = take("groups", "8"), k_s = take("k", "auto"), norm_s = take("norm", "trace"),
+  // k: the official code's 32 (entropy_utils.py cal_entropy_no_group_svd), the paper's D/4 (32 of
+  // Llama-2's 128, Table 8) otherwise.
+  const std::string groups_s = take("groups", "8"), k_s = take("k", off ? "32" : "auto"), norm_s = take("norm", "trace"),
                     cov_s = take("cov", off ? "unitnorm" : "eq1"),
-                    lv_s = take("layer_value", off ? "official-erank" : "entropy"), vote_s = take("vote", "balanced"),
-                    q_s = take("queries", "post");
+                    lv_s = take("layer_value", off ? "official-erank" : "erank"), vote_s = take("vote", "balanced"),
+                    q_s = take("queries", "post"), stop_s = take("stop", "stable");
   const std::string eps_s = take("eps", lv_s == "official-erank" ? "1" : "0.3");
   if (!opt.empty())
-    fail("calibrate uncomp: unknown option '{}' (known: preset, groups, k, norm, cov, layer_value, vote, eps, queries)",
+    fail("calibrate uncomp: unknown option '{}' (known: preset, groups, k, norm, cov, layer_value, vote, eps, queries, "
+         "stop)",
          opt.begin()->first);
+  if (stop_s != "stable" && stop_s != "none") fail("calibrate uncomp: stop must be stable or none, got '{}'", stop_s);
   const auto groups = parse_int64(groups_s);
   const auto k = k_s == "auto" ? std::optional<int64_t>(0) : parse_int64(k_s);
   const auto eps = parse_finite_double(eps_s);
@@ -107,8 +122,8 @@ nlohmann::json run_uncomp_calibration(const CalibrateArgs& a) {
   if (!eps || *eps < 0) fail("calibrate uncomp: eps must be a finite number >= 0, got '{}'", eps_s);
   if (norm_s != "topk" && norm_s != "trace") fail("calibrate uncomp: norm must be trace or topk, got '{}'", norm_s);
   if (cov_s != "eq1" && cov_s != "unitnorm") fail("calibrate uncomp: cov must be eq1 or unitnorm, got '{}'", cov_s);
-  if (lv_s != "entropy" && lv_s != "official-erank")
-    fail("calibrate uncomp: layer_value must be entropy or official-erank, got '{}'", lv_s);
+  if (lv_s != "erank" && lv_s != "entropy" && lv_s != "official-erank")
+    fail("calibrate uncomp: layer_value must be erank, entropy or official-erank, got '{}'", lv_s);
   if (vote_s != "balanced" && vote_s != "per-head") fail("calibrate uncomp: vote must be balanced or per-head, got '{}'", vote_s);
   if (q_s != "post" && q_s != "pre") fail("calibrate uncomp: queries must be post or pre (RoPE), got '{}'", q_s);
   o.groups = static_cast<int>(*groups);
@@ -116,7 +131,13 @@ nlohmann::json run_uncomp_calibration(const CalibrateArgs& a) {
   o.eps = *eps;
   o.norm = norm_s == "topk" ? math::EntropyNorm::TopK : math::EntropyNorm::Trace;
   o.cov = cov_s == "eq1" ? UncompCov::Eq1 : UncompCov::UnitNorm;
-  o.layer_value = lv_s == "entropy" ? UncompLayerValue::Entropy : UncompLayerValue::OfficialErank;
+  o.layer_value = lv_s == "erank"     ? UncompLayerValue::Erank
+                  : lv_s == "entropy" ? UncompLayerValue::Entropy
+                                      : UncompLayerValue::OfficialErank;
+  if (stop_s == "stable") {
+    o.check_every = kStableEvery;
+    o.min_samples = kStableMin;
+  }
   o.vote = vote_s == "balanced" ? math::VoteMode::Balanced : math::VoteMode::PerHead;
 
   const Model& m = a.model;
@@ -140,12 +161,35 @@ nlohmann::json run_uncomp_calibration(const CalibrateArgs& a) {
   StatsRequest req;
   if (o.cov == UncompCov::Eq1) req.query_gram = q_s == "post" ? QueryGram::PostRope : QueryGram::PreRope;
   QueryCapture capture(L, H * D, q_s == "post");
-  std::vector<double> erank;
-  erank.reserve(static_cast<size_t>(samples) * L * H);
+  // Windows are visited in a golden-ratio stride order (window (s P) mod d at step s, P ~ 0.618 d
+  // coprime with d), so that the windows of an early stop are spread over the whole text; the
+  // entropies are kept by window and handed to the vote in text order, whatever stopped the run.
+  int stride = 1;
+  if (samples > 2) {
+    stride = std::max(1, static_cast<int>(std::lround(0.6180339887 * samples)));
+    while (std::gcd(stride, samples) != 1) ++stride;
+  }
+  const size_t per_sample = static_cast<size_t>(L) * H;
+  std::vector<std::vector<double>> by_window(static_cast<size_t>(samples));
+  std::vector<double> erank;  // the windows seen so far, in text order
+  auto collect = [&] {
+    erank.clear();
+    for (const auto& w : by_window) erank.insert(erank.end(), w.begin(), w.end());
+    return static_cast<int>(erank.size() / per_sample);
+  };
   double forward_s = 0, entropy_s = 0;
   Progress prog(static_cast<size_t>(samples), samples, a.progress);  // a bar (terminal) or lines (log)
   prog.set_label("uncomp calibration");
-  for (int i = 0; i < samples; ++i) {
+  // Groups (KV heads and layers) voted on the first n samples, for the early stop.
+  auto groups_after = [&]() {
+    const int n = collect();
+    const nlohmann::json d = uncomp_calibration_data(erank, n, L, H, Hkv, D, o);
+    return nlohmann::json{d["kv_head_groups"], d["layer_groups"]};
+  };
+  std::vector<nlohmann::json> checks;
+  int used = samples;
+  for (int step = 0; step < samples; ++step) {
+    const int i = static_cast<int>(static_cast<int64_t>(step) * stride % samples);
     const int64_t start = samples > 1 ? span * i / (samples - 1) : 0;
     std::vector<int32_t> ids;
     if (bos) ids.push_back(tok.bos());
@@ -160,13 +204,26 @@ nlohmann::json run_uncomp_calibration(const CalibrateArgs& a) {
     Timer te;
     const std::vector<double> e = o.cov == UncompCov::Eq1 ? uncomp_sample_entropy(*stats, L, k_used, o.norm)
                                                           : capture.entropy(H, D, k_used, o.norm);
-    erank.insert(erank.end(), e.begin(), e.end());
+    by_window[static_cast<size_t>(i)] = e;
     entropy_s += te.seconds();
     prog.advance(1);
+    const int n = step + 1;
+    if (o.check_every > 0 && n % o.check_every == 0 && n < samples) {
+      checks.push_back(groups_after());
+      const size_t c = checks.size();
+      if (n >= o.min_samples && c >= 3 && checks[c - 1] == checks[c - 2] && checks[c - 2] == checks[c - 3]) {
+        used = n;
+        break;
+      }
+    }
   }
   Timer tv;
-  nlohmann::json j = uncomp_calibration_data(erank, samples, L, H, Hkv, D, o);
+  const int n_used = collect();
+  KVS_ASSERT(n_used == used);
+  nlohmann::json j = uncomp_calibration_data(erank, used, L, H, Hkv, D, o);
   j["preset"] = preset;
+  j["samples_requested"] = samples;
+  j["stop"] = stop_s;  // stable: stopped once the groups no longer moved (samples < samples_requested)
   j["text"] = kText;
   j["tokens"] = tokens;
   j["windows_overlap"] = overlap;
@@ -176,9 +233,10 @@ nlohmann::json run_uncomp_calibration(const CalibrateArgs& a) {
   j["seconds_entropy"] = std::round(entropy_s * 1000) / 1000;
   j["seconds_vote"] = std::round(tv.seconds() * 1e6) / 1e6;
   if (a.progress && j.contains("stability"))
-    fmt::print(stderr, "uncomp calibration: layer groups {}; KV-head groups agree on {:.1f}% of heads between the two "
+    fmt::print(stderr, "uncomp calibration: {} of {} samples{}; layer groups {}; KV-head groups agree on {:.1f}% of heads between the two "
                        "halves (chance {:.1f}%)\n",
-               j["layer_groups"].dump(), 100 * j["stability"]["agreement"].get<double>(),
+               used, samples, used < samples ? " (the groups were stable)" : "", j["layer_groups"].dump(),
+               100 * j["stability"]["agreement"].get<double>(),
                100 * j["stability"]["chance_agreement"].get<double>());
   return j;
 }
@@ -189,7 +247,7 @@ CalibratorInfo uncomp_calibrator() {
   return {"uncomp",
           "UNComp head groups (erank_k of the queries, M groups per layer, majority vote) and layer groups (Eq. 8) on "
           "WikiText-2 valid (--samples windows, default 500, of --tokens tokens; --opt "
-          "preset|groups|k|norm|cov|layer_value|vote|eps|queries)",
+          "preset|groups|k|norm|cov|layer_value|vote|eps|queries|stop)",
           run_uncomp_calibration};
 }
 

@@ -17,6 +17,7 @@ namespace kvs {
 
 struct ProbeDims {
   int n_layer = 0, n_embd = 0, n_head = 0, n_head_kv = 0, head_dim = 0, rope_dim = 0;
+  int n_ctx_train = 0;  // context length the model was trained for (0: unknown)
 };
 
 class ModelProbe {

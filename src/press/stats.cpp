@@ -14,6 +14,7 @@ namespace kvs {
 
 StatsRequest& StatsRequest::operator|=(const StatsRequest& o) {
   col_sum |= o.col_sum;
+  col_sum_query_heads |= o.col_sum_query_heads;
   col_max |= o.col_max;
   window = std::max(window, o.window);
   pre_rope_keys |= o.pre_rope_keys;
@@ -33,7 +34,8 @@ StatsRequest& StatsRequest::operator|=(const StatsRequest& o) {
 }
 
 bool StatsRequest::covers(const StatsRequest& need) const {
-  return (col_sum || !need.col_sum) && (col_max || !need.col_max) && window >= need.window &&
+  return (col_sum || !need.col_sum) && (col_sum_query_heads || !need.col_sum_query_heads) &&
+         (col_max || !need.col_max) && window >= need.window &&
          (pre_rope_keys || !need.pre_rope_keys) &&
          (need.query_gram == QueryGram::Off || need.query_gram == query_gram) &&
          (attn_input_moments || !need.attn_input_moments) &&
@@ -73,6 +75,7 @@ std::unique_ptr<StatsCollector> StatsCollector::clone_subset(const StatsRequest&
   c->req_ = req;
   for (auto& h : c->heads_) {
     if (!req.col_sum) h.col_sum = {};
+    if (!req.col_sum_query_heads) h.col_sum_qh = {};
     if (!req.col_max) h.col_max = {};
     if (!req.pre_rope_keys) h.k_pre = {};
     if (req.chunk_attention == 0) h.chunk_attn = {};
@@ -137,6 +140,7 @@ void StatsCollector::collect(const LayerView& v) {
       Head& h = heads_[idx(v.layer, kvh)];
       const size_t len = static_cast<size_t>(c.len(v.layer, kvh));
       if (req_.col_sum) h.col_sum.assign(len, 0.0f);
+      if (req_.col_sum_query_heads) h.col_sum_qh.assign(len * static_cast<size_t>(H / Hkv), 0.0f);
       if (req_.col_max) h.col_max.assign(len, 0.0f);
       if (req_.chunk_attention > 0) h.chunk_attn.assign(len, 0.0f);
       if (req_.pre_rope_keys) h.k_pre.assign(len * D, 0.0f);
@@ -147,6 +151,7 @@ void StatsCollector::collect(const LayerView& v) {
     Head& h = heads_[idx(v.layer, kvh)];
     const size_t len = static_cast<size_t>(c.len(v.layer, kvh));
     if (req_.col_sum) h.col_sum.resize(len, 0.0f);
+    if (req_.col_sum_query_heads) h.col_sum_qh.resize(len * static_cast<size_t>(H / Hkv), 0.0f);
     if (req_.col_max) h.col_max.resize(len, 0.0f);
     if (req_.chunk_attention > 0) h.chunk_attn.resize(len, 0.0f);
     if (req_.pre_rope_keys) {
@@ -177,7 +182,7 @@ void StatsCollector::collect(const LayerView& v) {
     }
   }
   if (local) return;
-  if (req_.col_sum || req_.col_max) collect_attention(v);
+  if (req_.col_sum || req_.col_max || req_.col_sum_query_heads) collect_attention(v);
   if (req_.chunk_attention > 0) collect_chunks(v);
 }
 
@@ -298,19 +303,22 @@ void StatsCollector::collect_grams(const LayerView& v) {
 }
 
 void StatsCollector::collect_attention(const LayerView& v) {
-  const int Hkv = shape_.n_head_kv;
+  const int Hkv = shape_.n_head_kv, G = shape_.n_head / shape_.n_head_kv;
   const KvCache& c = *v.cache;
   {
     // Per-thread partial sums/maxima for this batch, reduced into the per-slot arrays after.
     const int nth = pool_->size();
-    std::vector<std::vector<std::vector<float>>> psum(static_cast<size_t>(nth)), pmax(static_cast<size_t>(nth));
+    std::vector<std::vector<std::vector<float>>> psum(static_cast<size_t>(nth)), pmax(static_cast<size_t>(nth)),
+        pqh(static_cast<size_t>(nth));
     for (int t = 0; t < nth; ++t) {
       psum[t].resize(static_cast<size_t>(Hkv));
       pmax[t].resize(static_cast<size_t>(Hkv));
+      pqh[t].resize(static_cast<size_t>(Hkv));
       for (int kvh = 0; kvh < Hkv; ++kvh) {
         const size_t len = static_cast<size_t>(c.len(v.layer, kvh));
         if (req_.col_sum) psum[t][kvh].assign(len, 0.0f);
         if (req_.col_max) pmax[t][kvh].assign(len, 0.0f);
+        if (req_.col_sum_query_heads) pqh[t][kvh].assign(len * static_cast<size_t>(G), 0.0f);
       }
     }
     for_each_prob_tile(c, v.layer, shape_, v.q, v.pos, v.lse, v.n_tok, 0, *pool_, [&](const ProbTile& t) {
@@ -324,6 +332,10 @@ void StatsCollector::collect_attention(const LayerView& v) {
           float* cm = pmax[t.thread][t.kvh].data() + t.k0;
           for (int32_t j = 0; j < t.nk; ++j) cm[j] = std::max(cm[j], row[j]);
         }
+        if (req_.col_sum_query_heads) {
+          float* cq = pqh[t.thread][t.kvh].data() + static_cast<size_t>(t.k0) * G + (t.qh - t.kvh * G);
+          for (int32_t j = 0; j < t.nk; ++j) cq[static_cast<size_t>(j) * G] += row[j];
+        }
       }
     });
     for (int kvh = 0; kvh < Hkv; ++kvh) {
@@ -333,6 +345,8 @@ void StatsCollector::collect_attention(const LayerView& v) {
           for (size_t j = 0; j < h.col_sum.size(); ++j) h.col_sum[j] += psum[t][kvh][j];
         if (req_.col_max)
           for (size_t j = 0; j < h.col_max.size(); ++j) h.col_max[j] = std::max(h.col_max[j], pmax[t][kvh][j]);
+        if (req_.col_sum_query_heads)
+          for (size_t j = 0; j < h.col_sum_qh.size(); ++j) h.col_sum_qh[j] += pqh[t][kvh][j];
       }
     }
   }
@@ -347,6 +361,7 @@ void StatsCollector::sync_head(Head& h, const HeadCache& c) {
     a.erase(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(n));
   };
   drop(h.col_sum, 1);
+  drop(h.col_sum_qh, static_cast<size_t>(shape_.n_head / shape_.n_head_kv));
   drop(h.col_max, 1);
   drop(h.chunk_attn, 1);
   drop(h.k_pre, D);
@@ -375,6 +390,7 @@ void StatsCollector::apply_edit(const CacheEdit& edit) {
       a = std::move(out);
     };
     remap(h.col_sum, 1);
+    remap(h.col_sum_qh, static_cast<size_t>(shape_.n_head / shape_.n_head_kv));
     remap(h.col_max, 1);
     remap(h.k_pre, static_cast<size_t>(D));
     remap(h.chunk_attn, 1);

@@ -36,6 +36,7 @@ enum class QueryGram : uint8_t { Off, PreRope, PostRope };
 
 struct StatsRequest {
   bool col_sum = false;        // sum over observed queries (and the query heads of the group)
+  bool col_sum_query_heads = false;  // the same sums kept per query head of the group as well
   bool col_max = false;        // max over observed queries and group
   int window = 0;              // keep the last `window` queries of every layer (at least; Window)
   bool pre_rope_keys = false;  // keep pre-RoPE keys of every observed token
@@ -81,6 +82,9 @@ class StatsCollector : public LayerObserver {
   // [len] per slot of head (layer, kvh); empty if not requested.
   const std::vector<float>& col_sum(int layer, int kvh) const { return heads_[idx(layer, kvh)].col_sum; }
   const std::vector<float>& col_max(int layer, int kvh) const { return heads_[idx(layer, kvh)].col_max; }
+  // [len][group]: column sums of each query head g of the group (query head kvh * group + g) over
+  // the observed queries (col_sum_query_heads); empty if not requested.
+  const std::vector<float>& col_sum_query_heads(int layer, int kvh) const { return heads_[idx(layer, kvh)].col_sum_qh; }
   // [len][head_dim] pre-RoPE keys of head (layer, kvh).
   const std::vector<float>& pre_rope_keys(int layer, int kvh) const { return heads_[idx(layer, kvh)].k_pre; }
   // Queries observed per layer (for averages).
@@ -125,6 +129,7 @@ class StatsCollector : public LayerObserver {
  private:
   struct Head {
     std::vector<float> col_sum, col_max, k_pre;
+    std::vector<float> col_sum_qh;  // [len][group] (col_sum_query_heads)
     std::vector<float> chunk_attn;  // [len] non-causal chunk attention of completed chunks
     int64_t slid = 0;               // the cache head's HeadCache::slid these arrays follow
   };

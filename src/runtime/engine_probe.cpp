@@ -13,7 +13,7 @@ EngineProbe::~EngineProbe() = default;
 
 ProbeDims EngineProbe::dims() const {
   const HParams& hp = engine_.hp();
-  return {hp.n_layer, hp.n_embd, hp.n_head, hp.n_head_kv, hp.head_dim, hp.rope_dim};
+  return {hp.n_layer, hp.n_embd, hp.n_head, hp.n_head_kv, hp.head_dim, hp.rope_dim, hp.n_ctx_train};
 }
 
 void EngineProbe::project_queries(int layer, const float* hidden, int n, const float* rope_cs, bool rope_shared,

@@ -2,10 +2,14 @@
 // out here, independent of press/math): the allocator equals Eq. 5 on given variances and Eq. 4 on
 // collected statistics, min-max density differs from the paper's, the selector keeps sinks + M
 // recent + N heavy hitters, a merge follows Eq. 12 (and the official scatter-mean) row by row,
-// and the EMA threshold follows Eq. 10 over a prefill and three decode steps.
+// and the EMA threshold follows Eq. 10 over a prefill and three decode steps. At head_dim 64 with 3
+// KV heads, against references written here from the paper and the official code: the official
+// density over query heads, the whole press's kept slots, the official one-per-layer threshold.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
+#include <map>
 #include <cmath>
 #include <numeric>
 
@@ -90,7 +94,7 @@ TEST(D2o, LayerDensityIsTheVarianceOfTheColumnSums) {
   CompressRequest r;
   r.keep = 0.5;
   ASSERT_TRUE(s.state.values.empty());
-  D2oAllocator().allocate({}, s.env(r));
+  D2oAllocator(math::D2oDensity::Paper).allocate({}, s.env(r));
   ASSERT_EQ(s.state.values.count(kD2oLayerF), 1u);
   EXPECT_EQ(s.state.values.at(kD2oLayerF), F);
   // Eq. 5's targets per layer (tokens per KV head), summing to the request: 0.5 x 4 x 64 = 128.
@@ -180,8 +184,9 @@ TEST(D2o, OfficialLayersAreFixedClampedAndSkipTheEnds) {
   const auto* alloc = dynamic_cast<const D2oAllocator*>(off.allocator.get());
   ASSERT_TRUE(alloc);
   EXPECT_EQ(alloc->layers(), D2oLayers::Official);
-  EXPECT_EQ(alloc->density(), math::D2oDensity::OfficialMinMax);
+  EXPECT_EQ(alloc->density(), math::D2oDensity::OfficialMinMaxQueryHeads);  // over query heads, as the official code
   EXPECT_EQ(off.merger->name(), "d2o_merge_official");
+  EXPECT_TRUE(dynamic_cast<const D2oMerger*>(off.merger.get())->per_layer());  // one threshold per layer
   EXPECT_EQ(dynamic_cast<const D2oAllocator*>(make_press("d2o", {{"preset", "official"}, {"density", "paper"}}).allocator.get())
                 ->density(),
             math::D2oDensity::Paper);
@@ -485,6 +490,234 @@ TEST(D2o, NearestInCacheEqualsTheBuildingBlock) {
 
 // The d2o press end to end on a synthetic cache: decode-time trigger, sinks, the d2o allocator,
 // merging on by default and off with merge=false.
+// ---- references written here from the paper / the official code, at head_dim 64, 3 KV heads ----
+
+// Keys of the reference cases: noise scaled to about unit entries.
+float ref_key(int layer, int h, int pos, int d) { return noise(layer, h, pos, d) * 10.0f; }
+
+// Queries [n][H][D] of a layer: per-layer and per-head scales, so densities differ.
+std::vector<float> ref_queries(int layer, int H, int D, int n) {
+  std::vector<float> q(static_cast<size_t>(n) * H * D);
+  for (int t = 0; t < n; ++t)
+    for (int h = 0; h < H; ++h)
+      for (int d = 0; d < D; ++d)
+        q[(static_cast<size_t>(t) * H + h) * D + d] =
+            noise(layer + 40, h, t, d) * 10.0f * (0.5f + 0.8f * layer) * (1.0f + 0.4f * h);
+  return q;
+}
+
+// Causal softmax attention of every query (position t sees keys 0..t, logits q.k / sqrt(D)),
+// summed over the queries: cs[qh][j], in double.
+std::vector<std::vector<double>> ref_column_sums(int layer, const std::vector<float>& q, int H, int Hkv, int D, int n) {
+  std::vector<std::vector<double>> cs(static_cast<size_t>(H), std::vector<double>(static_cast<size_t>(n), 0.0));
+  const int G = H / Hkv;
+  for (int qh = 0; qh < H; ++qh)
+    for (int t = 0; t < n; ++t) {
+      std::vector<double> z(static_cast<size_t>(t + 1));
+      double mx = -1e300;
+      for (int j = 0; j <= t; ++j) {
+        double dot = 0;
+        for (int d = 0; d < D; ++d) dot += static_cast<double>(q[(static_cast<size_t>(t) * H + qh) * D + d]) * ref_key(layer, qh / G, j, d);
+        z[j] = dot / std::sqrt(static_cast<double>(D));
+        mx = std::max(mx, z[j]);
+      }
+      double sum = 0;
+      for (double& x : z) sum += (x = std::exp(x - mx));
+      for (int j = 0; j <= t; ++j) cs[qh][j] += z[j] / sum;
+    }
+  return cs;
+}
+
+double ref_var(const std::vector<double>& x) {  // unbiased, as torch.var
+  double m = 0, v = 0;
+  for (double a : x) m += a;
+  m /= static_cast<double>(x.size());
+  for (double a : x) v += (a - m) * (a - m);
+  return v / static_cast<double>(x.size() - 1);
+}
+
+double ref_minmax_mean(const std::vector<double>& v) {  // (v - min) / (max - min + 1e-6), mean
+  const double lo = *std::min_element(v.begin(), v.end()), hi = *std::max_element(v.begin(), v.end());
+  double s = 0;
+  for (double a : v) s += (a - lo) / (hi - lo + 1e-6);
+  return s / static_cast<double>(v.size());
+}
+
+// The official density (modeling_llama3_7b_13b_d2o.py: attn_sum = attn.sum(-2); attn_sum.var(-1)
+// per query head; min-max over the layer's query heads; mean) against the collected statistics,
+// and our default over KV heads (the group-mean column sums) beside it.
+TEST(D2o, OfficialDensityOverQueryHeadsAgainstAReference) {
+  const int L = 3, H = 6, Hkv = 3, D = 64, n = 80, G = H / Hkv;
+  Synth s = Synth::make(L, H, Hkv, D, n, ref_key, D2oAllocator(math::D2oDensity::OfficialMinMaxQueryHeads).needs().stats);
+  ASSERT_TRUE(s.stats->request().col_sum_query_heads);
+  std::vector<double> want_q(L), want_kv(L);
+  for (int layer = 0; layer < L; ++layer) {
+    const std::vector<float> q = ref_queries(layer, H, D, n);
+    std::vector<int32_t> pos(static_cast<size_t>(n));
+    std::iota(pos.begin(), pos.end(), 0);
+    s.observe(layer, q, pos);
+    const auto cs = ref_column_sums(layer, q, H, Hkv, D, n);
+    std::vector<double> vq, vkv;
+    for (int qh = 0; qh < H; ++qh) vq.push_back(ref_var(cs[qh]));
+    for (int kvh = 0; kvh < Hkv; ++kvh) {
+      std::vector<double> mean(static_cast<size_t>(n), 0.0);
+      for (int g = 0; g < G; ++g)
+        for (int j = 0; j < n; ++j) mean[j] += cs[kvh * G + g][j] / G;
+      vkv.push_back(ref_var(mean));
+      // The per-query-head sums add up to the KV head's.
+      const auto& qs = s.stats->col_sum_query_heads(layer, kvh);
+      ASSERT_EQ(qs.size(), static_cast<size_t>(n) * G);
+      for (int j = 0; j < n; j += 7)
+        EXPECT_NEAR(qs[static_cast<size_t>(j) * G] + qs[static_cast<size_t>(j) * G + 1], s.stats->col_sum(layer, kvh)[j], 1e-4);
+    }
+    want_q[layer] = ref_minmax_mean(vq);
+    want_kv[layer] = ref_minmax_mean(vkv);
+  }
+  const auto Fq = d2o_layer_F(*s.stats, math::D2oDensity::OfficialMinMaxQueryHeads);
+  const auto Fkv = d2o_layer_F(*s.stats, math::D2oDensity::OfficialMinMax);
+  for (int layer = 0; layer < L; ++layer) {
+    EXPECT_NEAR(Fq[layer], want_q[layer], 1e-4) << layer;
+    EXPECT_NEAR(Fkv[layer], want_kv[layer], 1e-4) << layer;
+  }
+  // The two normalisations tell the layers apart differently (not a relabelling of each other).
+  EXPECT_GT(std::abs(Fq[0] - Fkv[0]) + std::abs(Fq[1] - Fkv[1]) + std::abs(Fq[2] - Fkv[2]), 0.05);
+  // Without the per-query-head statistics the official density is refused, naming what is missing.
+  Synth t = Synth::make(1, 2, 1, 8, 10, noise, {.col_sum = true});
+  EXPECT_THROW(d2o_layer_F(*t.stats, math::D2oDensity::OfficialMinMaxQueryHeads), Error);
+}
+
+// The whole press (default options) on 4 layers x 3 KV heads (6 query heads) at head_dim 64,
+// against D2O written out here: Eq. 4 on the causal attention's column sums (min-max normalised
+// per layer, the default), Eq. 5 shares of round(keep x held) by largest remainder over the heads
+// (ties: lower index), then per head the 4 sinks, the M = round(0.25 (b - 4)) newest and the best
+// accumulated attention (summed over the group, Eq. 6) for the rest (Eqs. 7-8).
+TEST(D2o, WholeMethodKeepsTheReferenceSlots) {
+  const int L = 4, H = 6, Hkv = 3, D = 64, n = 96, G = H / Hkv;
+  const Press p = make_press("d2o");
+  Synth s = Synth::make(L, H, Hkv, D, n, ref_key, p.needs().stats);
+  std::vector<std::vector<std::vector<double>>> score(L);  // [layer][kvh][slot]
+  std::vector<double> F(L);
+  for (int layer = 0; layer < L; ++layer) {
+    const std::vector<float> q = ref_queries(layer, H, D, n);
+    std::vector<int32_t> pos(static_cast<size_t>(n));
+    std::iota(pos.begin(), pos.end(), 0);
+    s.observe(layer, q, pos);
+    const auto cs = ref_column_sums(layer, q, H, Hkv, D, n);
+    std::vector<double> v;
+    for (int kvh = 0; kvh < Hkv; ++kvh) {
+      std::vector<double> sum(static_cast<size_t>(n), 0.0), mean(static_cast<size_t>(n), 0.0);
+      for (int g = 0; g < G; ++g)
+        for (int j = 0; j < n; ++j) sum[j] += cs[kvh * G + g][j];
+      for (int j = 0; j < n; ++j) mean[j] = sum[j] / G;
+      v.push_back(ref_var(mean));
+      score[layer].push_back(sum);
+    }
+    F[layer] = ref_minmax_mean(v);
+  }
+  // Eq. 5 per head: weight softmax(-F)_l, total 0.25 x 12 x 96 = 288.
+  const int total = 288;
+  double z = 0;
+  for (double f : F) z += std::exp(-f);
+  std::vector<double> ideal;
+  for (int l = 0; l < L; ++l)
+    for (int h = 0; h < Hkv; ++h) ideal.push_back(total * std::exp(-F[l]) / z / Hkv);
+  std::vector<int> budget(ideal.size());
+  int left = total;
+  for (size_t i = 0; i < ideal.size(); ++i) left -= (budget[i] = static_cast<int>(std::floor(ideal[i])));
+  std::vector<size_t> order(ideal.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t c) { return ideal[a] - std::floor(ideal[a]) > ideal[c] - std::floor(ideal[c]); });
+  for (int i = 0; i < left; ++i) ++budget[order[static_cast<size_t>(i)]];
+  CompressRequest r;
+  r.keep = 0.25;
+  r.sinks = 4;
+  s.run(p, r);
+  int64_t kept_total = 0, differ = 0;
+  for (int l = 0; l < L; ++l)
+    for (int h = 0; h < Hkv; ++h) {
+      const int b = budget[static_cast<size_t>(l * Hkv + h)];
+      const int M = static_cast<int>(std::lround(0.25 * (b - 4)));
+      std::vector<int32_t> want;
+      for (int j = 0; j < 4; ++j) want.push_back(j);
+      for (int j = n - M; j < n; ++j) want.push_back(j);
+      std::vector<int32_t> rest;
+      for (int j = 4; j < n - M; ++j) rest.push_back(j);
+      const auto& sc = score[l][h];
+      std::stable_sort(rest.begin(), rest.end(), [&](int32_t a, int32_t c) { return sc[a] > sc[c]; });
+      want.insert(want.end(), rest.begin(), rest.begin() + (b - 4 - M));
+      std::sort(want.begin(), want.end());
+      const auto got = s.kept_positions(l, h);
+      EXPECT_EQ(got, want) << "layer " << l << " head " << h;
+      kept_total += static_cast<int64_t>(got.size());
+      differ += budget[static_cast<size_t>(l * Hkv + h)] != budget[0];
+    }
+  EXPECT_EQ(kept_total, total);
+  EXPECT_GT(differ, 0);  // the layers' budgets do differ (Eq. 5 at work)
+}
+
+// threshold=layer (preset=official): one τ per layer, τ_0 = the mean over the layer's heads and
+// evicted pairs of their max similarity (D2O_LayerKVCache: max_values.mean()); the k-th evicted
+// pair of every head is merged iff the mean over the heads of their k-th maxima reaches τ
+// (max_values.mean(1) >= threshold). Brute-force cosines here; heads evict different slots.
+TEST(D2o, LayerThresholdFollowsTheOfficialCode) {
+  const int D = 64, n = 12, Hkv = 3;
+  Synth s = Synth::make(1, Hkv, Hkv, D, n, ref_key);
+  CacheEdit e(s.cache->layout());
+  const std::vector<std::vector<int32_t>> kept = {{4, 5, 6, 7, 8, 9, 10, 11}, {1, 3, 5, 7, 9, 10, 11, 0}, {0, 2, 3, 6, 8, 9, 10, 11}};
+  for (int h = 0; h < Hkv; ++h) {
+    e.heads[h].active = true;
+    e.heads[h].keep = kept[h];
+    std::sort(e.heads[h].keep.begin(), e.heads[h].keep.end());
+  }
+  auto key = [&](int h, int j) {
+    std::vector<double> k(D);
+    for (int d = 0; d < D; ++d) k[d] = ref_key(0, h, j, d);
+    return k;
+  };
+  auto cos = [&](const std::vector<double>& a, const std::vector<double>& b) {
+    double ab = 0, aa = 0, bb = 0;
+    for (int d = 0; d < D; ++d) ab += a[d] * b[d], aa += a[d] * a[d], bb += b[d] * b[d];
+    return ab / std::sqrt(aa * bb);
+  };
+  std::vector<std::vector<double>> mx(Hkv);     // [head][k-th evicted]
+  std::vector<std::vector<int32_t>> arg(Hkv);   // nearest kept slot
+  double all = 0;
+  int cnt = 0;
+  for (int h = 0; h < Hkv; ++h) {
+    const auto& keep = e.heads[h].keep;
+    for (int j = 0; j < n; ++j) {
+      if (std::find(keep.begin(), keep.end(), j) != keep.end()) continue;
+      double best = -2;
+      int32_t at = -1;
+      for (int32_t c : keep)
+        if (const double u = cos(key(h, j), key(h, c)); u > best) best = u, at = c;
+      mx[h].push_back(best);
+      arg[h].push_back(at);
+      all += best, ++cnt;
+    }
+  }
+  const double tau = all / cnt;
+  std::vector<bool> col(4);
+  for (int k = 0; k < 4; ++k) col[k] = (mx[0][k] + mx[1][k] + mx[2][k]) / 3 >= tau;
+  ASSERT_NE(std::count(col.begin(), col.end(), true), 0);
+  ASSERT_NE(std::count(col.begin(), col.end(), true), 4);  // some columns merged, some dropped
+  CompressRequest r;
+  r.max_tokens = 8;
+  D2oMerger(0.5, math::D2oMerge::OfficialScatterMean, false, /*per_layer=*/true).merge({}, s.env(r), e);
+  ASSERT_EQ(s.state.values.at(kD2oLayerTau).size(), 1u);
+  EXPECT_NEAR(s.state.values.at(kD2oLayerTau)[0], tau, 1e-5);
+  EXPECT_EQ(s.state.values.count(kD2oTau), 0u);
+  for (int h = 0; h < Hkv; ++h) {
+    std::map<int32_t, float> want_mass;  // kept slot -> 1 + pairs merged into it
+    for (int k = 0; k < 4; ++k)
+      if (col[k]) want_mass[arg[h][k]] = (want_mass.count(arg[h][k]) ? want_mass[arg[h][k]] : 1.0f) + 1.0f;
+    std::map<int32_t, float> got;
+    for (const RowWrite& w : e.heads[h].writes) got[w.slot] = w.mass;
+    EXPECT_EQ(got, want_mass) << "head " << h;
+  }
+}
+
 TEST(D2o, PressIsRegisteredWithItsDefaults) {
   const PressInfo& info = press_info("d2o");
   EXPECT_EQ(info.default_sinks, 4);

@@ -1,4 +1,4 @@
-// D2O: Eq. 5 on given variances (and the official min-max variant told apart), integer budgets
+// D2O: Eq. 5 on given variances, the official min-max normalisation against a reference, integer budgets
 // with caps, nearest kept pair (Eq. 9), the EMA threshold over three decode steps (Eq. 10), merge
 // weights (Eq. 12) on a hand-built case, merged K/V = the weighted average, the official variant.
 #include <gtest/gtest.h>
@@ -50,20 +50,50 @@ TEST(MathD2o, Eq5OnGivenVariances) {
   EXPECT_THROW(d2o_alpha(F, 1.5), Error);
 }
 
-TEST(MathD2o, PaperAndOfficialDensityDiffer) {
-  // layer 0 variances (1, 2, 3), layer 1 (10, 20, 30)
-  const std::vector<double> v = {1, 2, 3, 10, 20, 30};
-  const auto fp = d2o_layer_density(v, 2, 3, D2oDensity::Paper);
-  EXPECT_NEAR(fp[0], 2.0, 1e-14);
-  EXPECT_NEAR(fp[1], 20.0, 1e-14);
-  const auto fo = d2o_layer_density(v, 2, 3, D2oDensity::OfficialMinMax);
-  EXPECT_NEAR(fo[0], 0.5, 1e-6);  // (0, 0.5, 1) per layer after min-max
-  EXPECT_NEAR(fo[1], 0.5, 1e-6);
-  // paper: layer 0 takes everything it can (capped at S), layer 1 the rest; official: equal split
-  const auto bp = d2o_layer_budgets(fp, 0.5, 100);
-  const auto bo = d2o_layer_budgets(fo, 0.5, 100);
-  EXPECT_EQ(bp, (std::vector<int64_t>{100, 0}));
-  EXPECT_EQ(bo, (std::vector<int64_t>{50, 50}));
+// The official normalisation (modeling_llama3_7b_13b_d2o.py: (v - min) / (max - min + 1e-6) over
+// a layer's heads, then the mean), written out here, on variances whose raw scales differ by
+// 1000x between layers: the budgets follow softmax(-F) of the normalised densities (mild shares,
+// every layer keeps a part), where the literal raw reading (still density Paper) gives the flat
+// layer everything.
+TEST(MathD2o, OfficialMinMaxNormalisationAgainstAReference) {
+  const int L = 3, H = 4;
+  const std::vector<double> v = {0.5, 1.0, 4.0, 2.0,         // layer 0
+                                 100, 300, 200, 1000,        // layer 1
+                                 0.01, 0.02, 0.015, 0.011};  // layer 2
+  std::vector<double> want(L);
+  for (int l = 0; l < L; ++l) {
+    double lo = 1e300, hi = -1e300, s = 0;
+    for (int h = 0; h < H; ++h) lo = std::min(lo, v[l * H + h]), hi = std::max(hi, v[l * H + h]);
+    for (int h = 0; h < H; ++h) s += (v[l * H + h] - lo) / (hi - lo + 1e-6);
+    want[l] = s / H;
+  }
+  const auto F = d2o_layer_density(v, L, H, D2oDensity::OfficialMinMax);
+  for (int l = 0; l < L; ++l) EXPECT_NEAR(F[l], want[l], 1e-12) << l;
+  EXPECT_NEAR(want[0], (0 + 0.5 / 3.5 + 1 + 1.5 / 3.5) / 4, 1e-6);
+  // Eq. 5 on them: alpha_l = softmax(-F)_l L rho, budgets within one token of alpha_l S.
+  const double rho = 0.25;
+  const int64_t S = 1000;
+  double z = 0;
+  for (double f : want) z += std::exp(-f);
+  const auto b = d2o_layer_budgets(F, rho, S);
+  int64_t sum = 0;
+  for (int l = 0; l < L; ++l) {
+    const double a = std::exp(-want[l]) / z * L * rho;
+    EXPECT_LE(std::abs(static_cast<double>(b[l]) - a * S), 1.0) << l;
+    EXPECT_GT(b[l], 150) << l;  // every layer keeps a fair part of the uniform 250
+    sum += b[l];
+  }
+  EXPECT_EQ(sum, 750);
+  // The literal reading (raw variances, F 1.875 / 400 / 0.014) gives the sharp layer 1 nothing
+  // (winner-take-all): kept as density Paper for comparison, not as the default.
+  const auto raw = d2o_layer_density(v, L, H, D2oDensity::Paper);
+  EXPECT_NEAR(raw[1], 400.0, 1e-9);
+  const auto br = d2o_layer_budgets(raw, rho, S);
+  EXPECT_EQ(br[1], 0);
+  EXPECT_EQ(br[2], 649);  // 750 e^-0.014 / (e^-1.875 + e^-0.014) = 649.06
+  EXPECT_EQ(br[0], 101);
+  // Query-head density takes the same normalisation over the query heads it is given.
+  EXPECT_EQ(d2o_layer_density(v, L, H, D2oDensity::OfficialMinMaxQueryHeads), F);
 }
 
 TEST(MathD2o, NearestByCosine) {

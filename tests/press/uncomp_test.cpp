@@ -3,10 +3,14 @@
 // the calibration parser's refusals, the collector's Gram covariance against a direct one and the
 // eranks from it, stage row counts (Eq. 10), stepped head budgets (Eq. 11) scaled to a request
 // and summing to it exactly, the decode-time shift that keeps each head's size, and the press
-// through compress() with a calibration given by a fake probe.
+// through compress() with a calibration given by a fake probe. Against references written here
+// from the paper / official code: Eq. 8 on the eranks (and the committed calibrations), the
+// official stage schedule, ladder order and max-7 scores of the last 8 queries, the window kept
+// at low keep, and the whole press's kept slots at head_dim 64 with 3 KV heads.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <numeric>
 #include <random>
 
@@ -22,6 +26,7 @@ namespace kvs {
 namespace {
 
 using test::Synth;
+using test::noise;
 
 template <typename Fn>
 void expect_error(Fn fn, const std::string& needle) {
@@ -50,6 +55,8 @@ std::vector<double> make_erank(int n_samples, const std::vector<int>& reversed) 
 
 TEST(Uncomp, CalibrationDataVotesGroupsAndLayerGroups) {
   UncompCalibrateOptions o;
+  EXPECT_EQ(o.layer_value, UncompLayerValue::Erank);  // the default (Eq. 8: LayerGroupsFollowEq8OnTheEranks)
+  o.layer_value = UncompLayerValue::Entropy;          // the entropy-sum reading, kept as an option
   o.groups = 2;
   o.eps = 1.0;
   const int D = 8;  // ln D = 2.0794: the layer values' unit
@@ -346,6 +353,248 @@ TEST(Uncomp, CompressesToTheStepsWithTheCalibration) {
     for (int h = 0; h < 4; ++h) {
       const auto& pos = s.cache->head(l, h).pos;
       for (int32_t want : {0, 1, 56, 60, 63}) EXPECT_TRUE(test::contains(pos, want)) << l << " " << h << " " << want;
+    }
+}
+
+// Eq. 8 as printed: Δc_i = erank_k(layer i) - erank_k(layer i + 1), a new layer group after every
+// drop above ε (0.3, A.3). The layer values are Σ over the layer's query heads of erank_k (the
+// default layer_value=erank); on the eranks of the committed v7s1 and v8s1 calibrations (their
+// layer_erank) that gives [0,1,1,2] and five groups, where the entropy sums gave one group.
+TEST(Uncomp, LayerGroupsFollowEq8OnTheEranks) {
+  auto ref_groups = [](const std::vector<double>& e, double eps) {
+    std::vector<int> g{0};
+    for (size_t i = 1; i < e.size(); ++i) g.push_back(g.back() + (e[i - 1] - e[i] > eps ? 1 : 0));
+    return g;
+  };
+  const std::vector<double> v7s1 = {43.004574, 40.911339, 43.182658, 40.771268};
+  const std::vector<double> v8s1 = {52.595511, 52.998273, 49.435126, 47.35209, 50.614455, 48.953341, 49.72899, 45.563673};
+  UncompCalibrateOptions o;  // defaults: erank, eps 0.3
+  o.groups = 1;
+  for (const auto& er : {v7s1, v8s1}) {
+    const int L = static_cast<int>(er.size());
+    std::vector<double> h;  // one sample, 2 query heads per layer sharing the erank (H_k = log(erank / 2))
+    for (double x : er) h.push_back(std::log(x / 2)), h.push_back(std::log(x / 2));
+    const nlohmann::json j = uncomp_calibration_data(h, 1, L, 2, 1, 64, o);
+    EXPECT_EQ(j["layer_value"], "erank");
+    for (int l = 0; l < L; ++l) EXPECT_NEAR(j["layer_values"][l].get<double>(), er[l], 1e-5);
+    EXPECT_EQ(j["layer_groups"].get<std::vector<int>>(), ref_groups(er, 0.3));
+  }
+  EXPECT_EQ(ref_groups(v7s1, 0.3), (std::vector<int>{0, 1, 1, 2}));
+  EXPECT_EQ(ref_groups(v8s1, 0.3).back(), 4);  // five groups
+  // The committed calibrations of the testbed models hold the groups Eq. 8 gives on their eranks.
+  for (const char* f : {"v7s1/model-f16.gguf.kvshrink-calib/uncomp.json", "v7s1_2048/model-f16.gguf.kvshrink-calib/uncomp.json",
+                        "v8s1/kvshrink-calib/uncomp.json", "v8s2/kvshrink-calib/uncomp.json"}) {
+    const std::string path = std::string(KVS_SOURCE_DIR) + "/testbed/models/" + f;
+    std::ifstream in(path);
+    ASSERT_TRUE(in) << path;
+    const nlohmann::json d = nlohmann::json::parse(in)["data"];
+    EXPECT_EQ(d["layer_value"], "erank") << f;
+    EXPECT_EQ(d["layer_groups"].get<std::vector<int>>(),
+              ref_groups(d["layer_erank"].get<std::vector<double>>(), d["eps"].get<double>()))
+        << f;
+    if (std::string(f).find("2048") == std::string::npos)  // v7s1_2048's eranks rise with depth: one group
+      EXPECT_GT(d["layer_groups"].back().get<int>(), 0) << f;  // group-stage prunes
+  }
+}
+
+// The official schedule (llama_model.py, Llama-2's 32 layers: stage_label [0,0, 1 x 13, 2 x 11,
+// 3 x 5, 4], keep = 1536 + ((max_token - 1536) // 4) (4 - stage), max_token 4096, capped at the
+// prompt) at the paper's Table 4 length, 3,712 tokens: 80.6% of the layer-rows; stepping from the
+// prompt's length instead (stage_max_tokens 0) keeps 75.3%.
+TEST(Uncomp, OfficialStageRowsForTheContextLength) {
+  std::vector<int> lab = {0, 0};
+  for (int i = 0; i < 13; ++i) lab.push_back(1);
+  for (int i = 0; i < 11; ++i) lab.push_back(2);
+  for (int i = 0; i < 5; ++i) lab.push_back(3);
+  lab.push_back(4);
+  const int64_t n = 3712;
+  std::vector<int64_t> want;
+  for (int g : lab) want.push_back(std::min<int64_t>(n, 1536 + ((4096 - 1536) / 4) * (4 - g)));
+  const auto rows = uncomp_stage_rows(lab, n, 0.375, 9, 1536, 4096);
+  EXPECT_EQ(rows, want);
+  const double share = std::accumulate(rows.begin(), rows.end(), 0.0) / (32.0 * n);
+  EXPECT_NEAR(share, 0.806, 5e-4);
+  const auto from_n = uncomp_stage_rows(lab, n, 0.375, 9, 1536);
+  EXPECT_NEAR(std::accumulate(from_n.begin(), from_n.end(), 0.0) / (32.0 * n), 0.753, 5e-4);
+  // preset=official starts the steps from the model's context (-1).
+  const Press off = make_press("uncomp", {{"preset", "official"}, {"variant", "group-stage"}});
+  EXPECT_EQ(dynamic_cast<const UncompScorer*>(off.scorer.get())->options().stage_max_tokens, -1);
+  expect_error([] { uncomp_stage_rows({0, 1}, 100, 0.5, 1, 0, -2); }, "stage_from");
+}
+
+// The official code's sizes (uncomp_utils.py, group8: [20, 128, 256, 384, 384, 512, 640, 748] by
+// label, label 0 = the lowest entropy) in our order (group 0 = the largest erank first): with 8 KV
+// heads, one per group, and the ladder's total requested, each head gets its size exactly.
+TEST(Uncomp, OfficialLadderOrder) {
+  const std::vector<double> official_by_label = {20, 128, 256, 384, 384, 512, 640, 748};
+  const std::vector<double> ladder = uncomp_official_ladder(8);
+  for (int g = 0; g < 8; ++g) EXPECT_EQ(ladder[g], official_by_label[7 - g]) << g;
+  Synth s = Synth::make(1, 8, 8, 8, 1000, noise);
+  UncompCalibration c;
+  c.groups = 8;
+  c.kv_head_groups = {{3, 0, 7, 1, 6, 2, 5, 4}};
+  c.layer_groups = {0};
+  CompressRequest r;
+  r.keep = 3072.0 / 8000.0;
+  const auto b = uncomp_head_budgets(*s.cache, r, c, ladder, false);
+  for (int h = 0; h < 8; ++h) EXPECT_EQ(b[h], ladder[c.kv_head_groups[0][h]]) << h;
+  expect_error([] { uncomp_official_ladder(4); }, "8 group sizes");
+}
+
+// preset=official's scores against the official update_kv written out here: the last 8 queries'
+// causal softmax attention summed per key over the queries and the group's query heads (divided
+// by their number, which changes no ranking), over the keys before the window only, then
+// max_pool1d(kernel 7, padding 3, stride 1); the window's keys kept (+inf). Head dim 64, 3 KV
+// heads of 2 query heads.
+TEST(Uncomp, OfficialScoresMaxPoolTheLastEightQueriesAttention) {
+  const int H = 6, Hkv = 3, D = 64, n = 60, W = 8, G = 2;
+  auto key = [](int l, int h, int p, int d) { return noise(l, h, p, d) * 10.0f; };
+  Synth s = Synth::make(1, H, Hkv, D, n, key, {.window = W});
+  std::vector<float> q(static_cast<size_t>(W) * H * D);
+  for (int t = 0; t < W; ++t)
+    for (int h = 0; h < H; ++h)
+      for (int d = 0; d < D; ++d) q[(static_cast<size_t>(t) * H + h) * D + d] = noise(7, h, t, d) * 40.0f;
+  std::vector<int32_t> pos(W);
+  std::iota(pos.begin(), pos.end(), n - W);
+  s.observe(0, q, pos);
+  const Press p = make_press("uncomp", {{"preset", "official"}});
+  const UncompOptions& o = dynamic_cast<const UncompScorer*>(p.scorer.get())->options();
+  EXPECT_EQ(o.window, 8);
+  EXPECT_EQ(o.kernel, 7);
+  EXPECT_TRUE(o.max_pool);
+  EXPECT_EQ(o.stage_queries, 8);
+  CompressRequest r;
+  r.keep = 0.5;
+  const Scores sc = p.scorer->score(s.env(r));
+  for (int kvh = 0; kvh < Hkv; ++kvh) {
+    std::vector<double> a(static_cast<size_t>(n - W), 0.0);
+    for (int t = 0; t < W; ++t)
+      for (int g = 0; g < G; ++g) {
+        const int qh = kvh * G + g, qp = n - W + t;
+        std::vector<double> z(static_cast<size_t>(qp + 1));
+        double mx = -1e300, sum = 0;
+        for (int j = 0; j <= qp; ++j) {
+          double dot = 0;
+          for (int d = 0; d < D; ++d) dot += static_cast<double>(q[(static_cast<size_t>(t) * H + qh) * D + d]) * key(0, kvh, j, d);
+          mx = std::max(mx, z[j] = dot / 8.0);
+        }
+        for (double& x : z) sum += (x = std::exp(x - mx));
+        for (int j = 0; j < n - W; ++j) a[j] += z[j] / sum / (W * G);
+      }
+    for (int j = 0; j < n; ++j) {
+      const float got = sc.s[static_cast<size_t>(kvh)][static_cast<size_t>(j)];
+      if (j >= n - W) {
+        EXPECT_TRUE(std::isinf(got)) << j;
+        continue;
+      }
+      double m = 0;
+      for (int i = std::max(0, j - 3); i <= std::min(n - W - 1, j + 3); ++i) m = std::max(m, a[i]);
+      EXPECT_NEAR(got, m, 1e-5 + 1e-4 * m) << "kv head " << kvh << " slot " << j;
+    }
+  }
+}
+
+// The l window tokens survive in every head whatever the keep ratio (the official code appends
+// its window to every head's selection), here at keep 0.05 with the smallest groups getting
+// fewer than 8 slots from the ladder alone.
+TEST(Uncomp, WindowIsKeptAtLowKeep) {
+  Synth s = Synth::make(2, 8, 4, 8, 200, [](int l, int h, int p, int d) { return 0.05f * ((l * 3 + h + p * (d + 1)) % 11); },
+                        {.window = 8});
+  for (int l = 0; l < 2; ++l) {
+    std::vector<float> q(static_cast<size_t>(8) * 8 * 8);
+    for (size_t i = 0; i < q.size(); ++i) q[i] = 0.1f * static_cast<float>(i % 5);
+    std::vector<int32_t> pos(8);
+    std::iota(pos.begin(), pos.end(), 192);
+    s.observe(l, q, pos);
+  }
+  const Press p = make_press("uncomp");
+  CompressRequest r;
+  r.keep = 0.06;  // 96 of 1,600 slots: the ladder alone would give the last groups < 8
+  test::FakeProbe probe(2, s.shape, *s.threads);
+  probe.calib["uncomp"] = {{"groups", 8}, {"kv_head_groups", {{0, 2, 5, 7}, {7, 5, 2, 0}}}, {"layer_groups", {0, 0}}};
+  compress(*s.cache, s.stats.get(), p, r, s.shape, *s.threads, {&probe, &s.state});
+  for (int l = 0; l < 2; ++l)
+    for (int h = 0; h < 4; ++h) {
+      const auto& kept = s.cache->head(l, h).pos;
+      for (int32_t want = 192; want < 200; ++want) EXPECT_TRUE(test::contains(kept, want)) << l << " " << h << " " << want;
+    }
+  EXPECT_GT(s.cache->len(0, 0), s.cache->len(0, 3));  // still stepped by group
+}
+
+// The whole press (variant=group, preset=paper) at head_dim 64 on 2 layers x 3 KV heads (6 query
+// heads), against UNComp written out here: scores = the last l = 8 queries' causal attention
+// averaged over the queries and the group's query heads, avg-pooled (width 5, zero padding
+// counted) over the keys before the window; budgets = the 8 window slots of every head + the rest
+// of round(keep x held) split by Eq. 11's N_g = 640 - 74 g (largest remainder, ties: lower
+// index); each head keeps its window and its best-scoring other slots.
+TEST(Uncomp, WholeMethodKeepsTheReferenceSlots) {
+  const int L = 2, H = 6, Hkv = 3, D = 64, n = 120, W = 8, G = 2;
+  auto key = [](int l, int h, int p, int d) { return noise(l, h, p, d) * 10.0f; };
+  Synth s = Synth::make(L, H, Hkv, D, n, key, {.window = W});
+  std::vector<std::vector<float>> qs(L);
+  for (int l = 0; l < L; ++l) {
+    qs[l].resize(static_cast<size_t>(W) * H * D);
+    for (int t = 0; t < W; ++t)
+      for (int h = 0; h < H; ++h)
+        for (int d = 0; d < D; ++d) qs[l][(static_cast<size_t>(t) * H + h) * D + d] = noise(l + 20, h, t, d) * 30.0f;
+    std::vector<int32_t> pos(W);
+    std::iota(pos.begin(), pos.end(), n - W);
+    s.observe(l, qs[l], pos);
+  }
+  const std::vector<std::vector<int>> groups = {{0, 3, 7}, {7, 0, 3}};
+  test::FakeProbe probe(L, s.shape, *s.threads);
+  probe.calib["uncomp"] = {{"groups", 8}, {"kv_head_groups", groups}, {"layer_groups", {0, 0}}};
+  // Budgets.
+  const int total = static_cast<int>(std::lround(0.3 * L * Hkv * n));
+  std::vector<double> ideal;
+  double wsum = 0;
+  for (int l = 0; l < L; ++l)
+    for (int h = 0; h < Hkv; ++h) wsum += 640 - 74 * groups[l][h];
+  for (int l = 0; l < L; ++l)
+    for (int h = 0; h < Hkv; ++h) ideal.push_back((total - W * L * Hkv) * (640.0 - 74 * groups[l][h]) / wsum);
+  std::vector<int> budget(ideal.size());
+  int left = total - W * L * Hkv;
+  for (size_t i = 0; i < ideal.size(); ++i) left -= (budget[i] = static_cast<int>(std::floor(ideal[i])));
+  std::vector<size_t> order(ideal.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t c) { return ideal[a] - std::floor(ideal[a]) > ideal[c] - std::floor(ideal[c]); });
+  for (int i = 0; i < left; ++i) ++budget[order[static_cast<size_t>(i)]];
+  CompressRequest r;
+  r.keep = 0.3;
+  const Press p = make_press("uncomp");
+  const CompressResult res = compress(*s.cache, s.stats.get(), p, r, s.shape, *s.threads, {&probe, &s.state});
+  EXPECT_EQ(res.slots_after, static_cast<size_t>(total));
+  for (int l = 0; l < L; ++l)
+    for (int kvh = 0; kvh < Hkv; ++kvh) {
+      const int P = n - W;
+      std::vector<double> a(static_cast<size_t>(P), 0.0);
+      for (int t = 0; t < W; ++t)
+        for (int g = 0; g < G; ++g) {
+          const int qh = kvh * G + g, qp = P + t;
+          std::vector<double> z(static_cast<size_t>(qp + 1));
+          double mx = -1e300, sum = 0;
+          for (int j = 0; j <= qp; ++j) {
+            double dot = 0;
+            for (int d = 0; d < D; ++d) dot += static_cast<double>(qs[l][(static_cast<size_t>(t) * H + qh) * D + d]) * key(l, kvh, j, d);
+            mx = std::max(mx, z[j] = dot / 8.0);
+          }
+          for (double& x : z) sum += (x = std::exp(x - mx));
+          for (int j = 0; j < P; ++j) a[j] += z[j] / sum / (W * G);
+        }
+      std::vector<double> pooled(static_cast<size_t>(P), 0.0);
+      for (int j = 0; j < P; ++j) {
+        for (int i = j - 2; i <= j + 2; ++i) pooled[j] += i >= 0 && i < P ? a[i] : 0.0;
+        pooled[j] /= 5;
+      }
+      std::vector<int32_t> rest(static_cast<size_t>(P));
+      std::iota(rest.begin(), rest.end(), 0);
+      std::stable_sort(rest.begin(), rest.end(), [&](int32_t x, int32_t y) { return pooled[x] > pooled[y]; });
+      const int b = budget[static_cast<size_t>(l * Hkv + kvh)];
+      std::vector<int32_t> want(rest.begin(), rest.begin() + b);
+      for (int j = P; j < n; ++j) want.push_back(j);
+      std::sort(want.begin(), want.end());
+      EXPECT_EQ(s.cache->head(l, kvh).pos, want) << "layer " << l << " kv head " << kvh;
     }
 }
 

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -62,11 +63,13 @@ std::vector<int32_t> random_tokens(int n, int vocab, uint32_t seed) {
 // Every layer: the alive positions and the hidden states entering it; the last row's query.
 class Capture : public LayerObserver {
  public:
-  Capture(int L, int E, int Q, LayerObserver* next) : E_(E), Q_(Q), next_(next), pos(L), hidden(L), q_last(L) {}
+  Capture(int L, int E, int Q, LayerObserver* next)
+      : E_(E), Q_(Q), next_(next), pos(L), hidden(L), q_last(L), q_all(L) {}
   void on_layer(const LayerView& v) override {
     pos[v.layer].insert(pos[v.layer].end(), v.pos, v.pos + v.n_tok);
     hidden[v.layer].insert(hidden[v.layer].end(), v.hidden, v.hidden + static_cast<size_t>(v.n_tok) * E_);
     q_last[v.layer].assign(v.q + static_cast<size_t>(v.n_tok - 1) * Q_, v.q + static_cast<size_t>(v.n_tok) * Q_);
+    q_all[v.layer].insert(q_all[v.layer].end(), v.q, v.q + static_cast<size_t>(v.n_tok) * Q_);
     if (next_) next_->on_layer(v);
   }
 
@@ -76,12 +79,13 @@ class Capture : public LayerObserver {
 
  public:
   std::vector<std::vector<int32_t>> pos;
-  std::vector<std::vector<float>> hidden, q_last;
+  std::vector<std::vector<float>> hidden, q_last, q_all;  // q_all: [rows seen][n_head * head_dim]
 };
 
-// Attention of one query [H][D] (the last row) over the slots of `layer`, summed over the heads,
-// by position.
-std::map<int32_t, double> last_row_attention(const KvCache& c, int layer, const AttnShape& s, const std::vector<float>& q) {
+// Attention of one query [H][D] (the last row, or the row at position max_pos: causal, keys at
+// positions <= max_pos) over the slots of `layer`, summed over the heads, by position.
+std::map<int32_t, double> last_row_attention(const KvCache& c, int layer, const AttnShape& s, const std::vector<float>& q,
+                                             int32_t max_pos = INT32_MAX) {
   std::map<int32_t, double> out;
   const int G = s.n_head / s.n_head_kv;
   std::vector<float> k(static_cast<size_t>(s.head_dim));
@@ -90,6 +94,10 @@ std::map<int32_t, double> last_row_attention(const KvCache& c, int layer, const 
     std::vector<double> logit(static_cast<size_t>(h.len()));
     double mx = -1e300, z = 0;
     for (int32_t j = 0; j < h.len(); ++j) {
+      if (h.pos[static_cast<size_t>(j)] > max_pos) {
+        logit[j] = -1e300;
+        continue;
+      }
       c.read_k(layer, qh / G, j, k.data());
       double d = 0;
       for (int i = 0; i < s.head_dim; ++i) d += static_cast<double>(q[static_cast<size_t>(qh) * s.head_dim + i]) * k[i];
@@ -97,7 +105,8 @@ std::map<int32_t, double> last_row_attention(const KvCache& c, int layer, const 
       mx = std::max(mx, logit[j]);
     }
     for (double& l : logit) z += (l = std::exp(l - mx));
-    for (int32_t j = 0; j < h.len(); ++j) out[h.pos[static_cast<size_t>(j)]] += logit[j] / z;
+    for (int32_t j = 0; j < h.len(); ++j)
+      if (h.pos[static_cast<size_t>(j)] <= max_pos) out[h.pos[static_cast<size_t>(j)]] += logit[j] / z;
   }
   return out;
 }
@@ -215,6 +224,65 @@ TEST(UncompModel, PrunedPrefillMatchesAReferenceOnTheKeptRows) {
     EXPECT_LT(max_err, 2e-3);
     EXPECT_GT(diff, 1e-3);  // the pruning changed the result
   }
+}
+
+// stage_queries=8 (preset=official): the rows kept before layer 2 are a top set of the previous
+// layer's attention from the last 8 queries summed over them and every head (the official
+// llama_attn_forward_Uncomp: attn.sum(heads)[-8:].sum(0)), written out here with causal masks.
+TEST(UncompModel, OfficialRanksRowsByTheLastEightQueries) {
+  CalibDir calib;
+  auto model = Model::load(test::stories_gguf());
+  save_test_calibration(*model);
+  const HParams& hp = model->hp;
+  const int n = 60, E = hp.n_embd, Q = hp.n_head * hp.head_dim;
+  const auto tokens = random_tokens(n, hp.n_vocab, 11);
+  const Press press = make_press("uncomp", {{"variant", "group-stage"}, {"stage_min", "0.5"}, {"stage_queries", "8"}});
+  CompressRequest req;
+  req.keep = 0.5;
+  EngineParams ep;
+  ep.kv_dtype = DType::F32;
+  ep.n_threads = 2;
+  Engine e(*model, ep);
+  const AttnShape shape = e.attn_shape();
+  Capture full(hp.n_layer, E, Q, nullptr);
+  auto c0 = e.new_cache();
+  e.forward(*c0, tokens, Logits::None, &full);
+  auto stats = e.new_stats(press.needs().stats);
+  Capture seen(hp.n_layer, E, Q, stats.get());
+  EngineProbe probe(e);
+  PrefillRows pr;
+  pr.n_tokens = n;
+  pr.n_batch = n;
+  pr.stats = stats.get();
+  pr.shape = &shape;
+  pr.pool = &e.pool();
+  pr.request = &req;
+  pr.probe = &probe;
+  auto sel = press.prefill_rows(pr);
+  ASSERT_NE(sel, nullptr);
+  ForwardHooks hooks;
+  hooks.observer = &seen;
+  hooks.rows = sel.get();
+  auto c = e.new_cache();
+  e.forward(*c, tokens, Logits::None, hooks);
+  ASSERT_EQ(seen.pos[2].size(), 45u);
+  std::map<int32_t, double> score;
+  for (int t = n - 8; t < n; ++t) {
+    const std::vector<float> q(full.q_all[1].begin() + static_cast<std::ptrdiff_t>(t) * Q,
+                               full.q_all[1].begin() + static_cast<std::ptrdiff_t>(t + 1) * Q);
+    for (const auto& [p, a] : last_row_attention(*c0, 1, shape, q, t)) score[p] += a;
+  }
+  expect_top_set(score, seen.pos[2], n - 8, 1e-5);
+  // The last token alone ranks differently on this prompt (the option matters).
+  const auto last = last_row_attention(*c0, 1, shape, full.q_last[1]);
+  std::vector<std::pair<double, int32_t>> a, b;
+  for (const auto& [p, v] : score) if (p < n - 8) a.push_back({-v, p});
+  for (const auto& [p, v] : last) if (p < n - 8) b.push_back({-v, p});
+  std::sort(a.begin(), a.end());
+  std::sort(b.begin(), b.end());
+  std::set<int32_t> ta, tb;
+  for (int i = 0; i < 37; ++i) ta.insert(a[i].second), tb.insert(b[i].second);
+  EXPECT_NE(ta, tb);
 }
 
 TEST(UncompModel, QueryAwareQuestionIsNeverPruned) {

@@ -37,7 +37,7 @@ std::vector<double> d2o_layer_density(std::span<const double> head_var, int n_la
       hi = std::max(hi, v[h]);
     }
     double s = 0.0;
-    for (int h = 0; h < n_heads; ++h) s += mode == D2oDensity::Paper ? v[h] : (v[h] - lo) / (hi - lo + 1e-6);
+    for (int h = 0; h < n_heads; ++h) s += mode == D2oDensity::Paper ? v[h] : (v[h] - lo) / (hi - lo + 1e-6);  // official eps
     F[l] = s / n_heads;
   }
   return F;

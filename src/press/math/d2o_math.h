@@ -10,7 +10,8 @@
 //    in the paper; a layer's F is the mean over its heads (D2oDensity::Paper). torch's var is
 //    unbiased (n - 1), which we follow by default. The official code then min-max normalises the
 //    head variances WITHIN each layer, (v - min) / (max - min + 1e-6), and averages those
-//    (D2oDensity::OfficialMinMax): every layer's F then lies in [0, 1], so softmax(-F) stays mild.
+//    (D2oDensity::OfficialMinMax, the default since the literal reading starves sharp layers:
+//    docs/methods/d2o.md): every layer's F then lies in [0, 1], so softmax(-F) stays mild.
 //    With raw variances (Paper) F spans a few units (v7s1 testbed, 1,728 tokens: 0.96 to 3.36) and
 //    softmax(-F) moves the budget strongly (there: per-head targets 706, 64, 336, 622 for a
 //    uniform 432); a layer capped at what it holds passes the excess to the others (below). The
@@ -61,7 +62,13 @@ namespace kvs::math {
 // Eq. 4 for one head: the variance of the column sums (unbiased: divide by n - 1, as torch.var).
 double d2o_column_sum_variance(std::span<const float> col_sums, bool unbiased = true);
 
-enum class D2oDensity { Paper, OfficialMinMax };
+// Paper: Eq. 4's variances as they are (the literal reading); OfficialMinMax: min-max normalised
+// within each layer over its KV heads (the default: the official code's normalisation on our
+// per-KV-head statistics); OfficialMinMaxQueryHeads: the same over the layer's query heads, each
+// with its own column sums (the official code exactly: attn_sum.var(-1) per query head after
+// repeat_kv, min-max over those heads). The density over query heads is the caller's to
+// compute (d2o_layer_F); here it is a layer of n_heads values like the others.
+enum class D2oDensity { Paper, OfficialMinMax, OfficialMinMaxQueryHeads };
 
 // head_var: [n_layers][n_heads] per-head variances (Eq. 4). Returns F_v per layer, [n_layers].
 std::vector<double> d2o_layer_density(std::span<const double> head_var, int n_layers, int n_heads,

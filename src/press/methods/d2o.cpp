@@ -17,10 +17,11 @@
 //    writes that state through env.state directly (compress() hands the merger, not the
 //    allocator, the transactional copy): if the edit is then refused, the state keeps F, which is
 //    what a retry would compute from the same prompt statistics.
-//  - With the paper's raw variances (density=paper) F spans a few units (v7s1: 0.96 to 3.36) and
-//    softmax(-F) moves the budget strongly (per-head targets 706, 64, 336, 622 for a uniform
-//    432 at keep 0.25 of 1,728 tokens). That is Eq. 5 as written; the official code's min-max
-//    density keeps F in [0, 1] (density=minmax, preset=official).
+//  - Density: the head variances min-max normalised per layer (density=minmax, the default, the
+//    official code's normalisation), because with the raw ones (density=raw, Eq. 5 read
+//    literally) F spans a few units (v7s1: 0.96 to 3.36) and softmax(-F) starves sharp layers
+//    (per-head targets 706, 64, 336, 622 for a uniform 432 at keep 0.25 of 1,728 tokens; v8s1's
+//    induction layer kept its 4 sinks), far from the paper's results (docs/methods/d2o.md).
 //  - Budgets are tokens per KV head: every head of layer l weighs softmax(-F)_l, so the heads of a
 //    layer get equal budgets (up to one token of rounding), the paper's S_l. Protected tokens
 //    (sinks, the request's window) always fit, as in every fixed allocator here.
@@ -28,11 +29,12 @@
 //    into the heavy hitters (T = 4, our default sinks) and splits the rest by hh_ratio:recent_ratio.
 //  - The official code never compresses layers 0, 1 and the last layer (a special case not in the
 //    paper); we compress every layer unless layers=official (preset=official).
-//  - Known departures of preset=official from the official code: our threshold is per (layer, KV
-//    head) where the official keeps one per layer decided on the head average; the recent share
-//    is taken of the budget beyond the sinks (the official takes it of the whole and forces the 4
-//    sinks into the heavy set); the first compression follows the request's trigger (the official
-//    compresses first at the first decode step); GQA heads are not repeated per query head.
+//  - Known departures of preset=official from the official code: the recent share is taken of
+//    the budget beyond the sinks (the official takes it of the whole and forces the 4 sinks into
+//    the heavy set); the first compression follows the request's trigger (the official
+//    compresses first at the first decode step); the cache keeps KV heads (the official repeats
+//    them per query head; its density and its one-per-layer threshold are followed:
+//    density=minmax-query, threshold=layer).
 //  - Similarity uses the cached (post-RoPE) keys, as the official code.
 //  - Merged rows carry mass = the tokens they represent; with merge_mass Eq. 12 weighs a row by it
 //    (d2o_math.h says why one might). Off by default: the paper's Eq. 12 weighs every kept row as
@@ -47,6 +49,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/warn.h"
 #include "kernels/ops.h"
 #include "press/math/apportion.h"
 #include "press/scorers/scorers.h"
@@ -59,8 +62,33 @@ std::vector<double> d2o_layer_F(const StatsCollector& stats, math::D2oDensity de
   const KvLayout& l = stats.layout();
   const AttnShape& sh = stats.shape();
   const int group = sh.n_head / sh.n_head_kv;
-  std::vector<double> head_var(static_cast<size_t>(l.n_heads_total()));
   std::vector<float> cs;
+  if (density == math::D2oDensity::OfficialMinMaxQueryHeads) {
+    // The official code: attn_sum.var(-1) per query head (its own column sums; repeat_kv makes a
+    // KV head's slots every query head's), min-max over the layer's query heads, then the mean.
+    if (!stats.request().col_sum_query_heads)
+      fail("d2o: density=minmax-query needs per-query-head column sums (col_sum_query_heads statistics)");
+    std::vector<double> qh_var(static_cast<size_t>(l.n_layer) * sh.n_head);
+    for (int layer = 0; layer < l.n_layer; ++layer)
+      for (int kvh = 0; kvh < l.n_head_kv; ++kvh) {
+        const auto& src = stats.col_sum_query_heads(layer, kvh);  // [len][group]
+        const size_t len = src.size() / static_cast<size_t>(group);
+        for (int g = 0; g < group; ++g) {
+          cs.resize(len);
+          for (size_t s = 0; s < len; ++s) cs[s] = src[s * static_cast<size_t>(group) + static_cast<size_t>(g)];
+          qh_var[static_cast<size_t>(layer) * sh.n_head + static_cast<size_t>(kvh * group + g)] =
+              math::d2o_column_sum_variance(cs, /*unbiased=*/true);
+        }
+      }
+    return math::d2o_layer_density(qh_var, l.n_layer, sh.n_head, density);
+  }
+  if (density == math::D2oDensity::OfficialMinMax && l.n_head_kv <= 2)
+    warn_once("d2o.minmax_kv_heads",
+              fmt::format("d2o: density=minmax normalises over the {} KV head(s) of each layer, which gives every layer the "
+                          "same F ({}): uniform budgets; density=minmax-query normalises over the query heads as the "
+                          "official code",
+                          l.n_head_kv, l.n_head_kv == 1 ? "0" : "0.5"));
+  std::vector<double> head_var(static_cast<size_t>(l.n_heads_total()));
   for (int layer = 0; layer < l.n_layer; ++layer)
     for (int kvh = 0; kvh < l.n_head_kv; ++kvh) {
       const auto& src = stats.col_sum(layer, kvh);
@@ -89,6 +117,23 @@ std::vector<double> layer_alpha(const std::vector<double>& F, double rho, const 
 }
 
 // layers=official (D2oLayers::Official): the official code's fixed per-layer token counts.
+// The request's total (tokens over every head) and a warning when `a` holds more than a tenth
+// above it (layers=official leaves layers 0, 1 and L-1 whole: keep 0.25 holds ~0.53 on v8s1).
+void warn_if_over_request(const KvCache& c, const CompressRequest& req, const Allocation& a) {
+  const KvLayout& l = c.layout();
+  int64_t held = 0, kept = 0;
+  for (int i = 0; i < l.n_heads_total(); ++i) held += c.len(i / l.n_head_kv, i % l.n_head_kv);
+  for (int32_t b : a.budgets) kept += b;
+  const int64_t total = std::min<int64_t>(held, req.max_tokens > 0 ? static_cast<int64_t>(req.max_tokens) * l.n_heads_total()
+                                                          : std::llround(*req.keep * static_cast<double>(held)));
+  if (held == 0 || static_cast<double>(kept) <= 1.1 * static_cast<double>(total)) return;
+  warn_once("d2o.over_request",
+            fmt::format("d2o: this compression holds {:.3f} of the cache ({} of {} slots) where the request asks {:.3f}: "
+                        "layers=official (preset=official) never compresses layers 0, 1 and {} (the official code's "
+                        "behaviour); layers=paper holds the request",
+                        static_cast<double>(kept) / held, kept, held, static_cast<double>(total) / held, l.n_layer - 1));
+}
+
 Allocation allocate_official(const KvCache& c, const CompressRequest& req, const std::vector<double>& F, PressState* state,
                              const AttnShape& shape) {
   const KvLayout& l = c.layout();
@@ -132,6 +177,7 @@ Allocation allocate_official(const KvCache& c, const CompressRequest& req, const
     const int32_t b = f < 0 ? h.len() : static_cast<int32_t>(std::min<double>(h.len(), f));
     a.budgets[static_cast<size_t>(i)] = std::max(b, std::min(h.len(), count_protected(h, c.n_past(), req)));
   }
+  warn_if_over_request(c, req, a);
   return a;
 }
 
@@ -262,39 +308,50 @@ namespace {
 // reading the kept keys in place (one pass, no copies); above it, by blocked sgemm on copies.
 constexpr int64_t kFewEvicted = 16;
 
-// One head: Eqs. 9-12 on the evicted slots of `e`; updates tau/tau_set of this head.
-void merge_head(const KvCache& c, int layer, int kvh, HeadEdit& e, double beta, math::D2oMerge mode, bool use_mass,
-                double& tau, double& tau_set) {
-  const HeadCache& h = c.head(layer, kvh);
+// One head's evicted pairs and their nearest kept pairs (Eq. 9).
+struct HeadNearest {
+  std::vector<int32_t> evicted;  // slots, ascending
+  std::vector<float> ev_k;       // [n_evicted][D]
+  math::D2oNearest near;
+};
+
+HeadNearest nearest_of_head(const KvCache& c, int layer, int kvh, const HeadEdit& e) {
+  HeadNearest hn;
   const int D = c.layout().head_dim;
-  const int32_t len = h.len();
+  const int32_t len = c.head(layer, kvh).len();
   const int64_t n_kept = static_cast<int64_t>(e.keep.size());
-  if (n_kept == 0 || n_kept == len) return;
-  std::vector<int32_t> evicted;
-  evicted.reserve(static_cast<size_t>(len - n_kept));
+  if (!e.active || n_kept == 0 || n_kept == len) return hn;
+  hn.evicted.reserve(static_cast<size_t>(len - n_kept));
   for (int32_t s = 0, j = 0; s < len; ++s) {
     if (j < n_kept && e.keep[static_cast<size_t>(j)] == s) {
       ++j;
       continue;
     }
-    evicted.push_back(s);
+    hn.evicted.push_back(s);
   }
-  const int64_t n_ev = static_cast<int64_t>(evicted.size());
-  std::vector<float> ev_k(static_cast<size_t>(n_ev) * D);  // [n_ev][D]
-  for (int64_t i = 0; i < n_ev; ++i) c.read_k(layer, kvh, evicted[static_cast<size_t>(i)], ev_k.data() + i * D);
-  // Eq. 9: nearest kept pair of every evicted pair; Eq. 10: the head's threshold.
-  math::D2oNearest near;
+  const int64_t n_ev = static_cast<int64_t>(hn.evicted.size());
+  hn.ev_k.resize(static_cast<size_t>(n_ev) * D);  // [n_ev][D]
+  for (int64_t i = 0; i < n_ev; ++i) c.read_k(layer, kvh, hn.evicted[static_cast<size_t>(i)], hn.ev_k.data() + i * D);
   if (n_ev <= kFewEvicted) {
-    near = d2o_nearest_in_cache(c, layer, kvh, e.keep, ev_k, n_ev);
+    hn.near = d2o_nearest_in_cache(c, layer, kvh, e.keep, hn.ev_k, n_ev);
   } else {
     std::vector<float> kept_k(static_cast<size_t>(n_kept) * D);  // [n_kept][D]
     for (int64_t j = 0; j < n_kept; ++j) c.read_k(layer, kvh, e.keep[static_cast<size_t>(j)], kept_k.data() + j * D);
-    near = math::d2o_nearest(kept_k, n_kept, ev_k, n_ev, D);
+    hn.near = math::d2o_nearest(kept_k, n_kept, hn.ev_k, n_ev, D);
   }
-  math::D2oThreshold thr = tau_set != 0 ? math::D2oThreshold(beta, tau) : math::D2oThreshold(beta);
-  const double t = thr.update(near.sim);
-  tau = t;
-  tau_set = 1;
+  return hn;
+}
+
+// One head: Eqs. 11-12 on the evicted pairs of `hn` with merge[i] set (the others dropped).
+void merge_head(const KvCache& c, int layer, int kvh, HeadEdit& e, const HeadNearest& hn, const std::vector<bool>& merge,
+                math::D2oMerge mode, bool use_mass) {
+  const HeadCache& h = c.head(layer, kvh);
+  const int D = c.layout().head_dim;
+  const int64_t n_kept = static_cast<int64_t>(e.keep.size());
+  const int64_t n_ev = static_cast<int64_t>(hn.evicted.size());
+  const std::vector<int32_t>& evicted = hn.evicted;
+  const std::vector<float>& ev_k = hn.ev_k;
+  const math::D2oNearest& near = hn.near;
   // Eqs. 11-12 on the kept pairs that receive something (the others keep weight 1): the merge is
   // run on that subset with the merged evicted pairs only (same weights: S_j sums over the pairs
   // merged into j).
@@ -303,7 +360,7 @@ void merge_head(const KvCache& c, int layer, int kvh, HeadEdit& e, double beta, 
   std::vector<int64_t> merged;                                     // evicted indices merged
   std::vector<float> m_sim;
   for (int64_t i = 0; i < n_ev; ++i) {
-    if (!(near.sim[static_cast<size_t>(i)] >= t)) continue;  // under τ: dropped for good
+    if (!merge[static_cast<size_t>(i)]) continue;  // under τ: dropped for good
     const int32_t j = near.index[static_cast<size_t>(i)];
     if (sub_of[static_cast<size_t>(j)] < 0) {
       sub_of[static_cast<size_t>(j)] = static_cast<int32_t>(targets.size());
@@ -333,7 +390,7 @@ void merge_head(const KvCache& c, int layer, int kvh, HeadEdit& e, double beta, 
   for (int64_t r = 0; r < nt; ++r) t_mass[static_cast<size_t>(r)] = mass_of(e.keep[static_cast<size_t>(targets[r])]);
   for (int64_t r = 0; r < nm; ++r) m_mass[static_cast<size_t>(r)] = mass_of(evicted[static_cast<size_t>(merged[r])]);
   const bool weigh = use_mass && mode == math::D2oMerge::PaperEq12;
-  math::d2o_merge(tk, tv, nt, D, D, mk, mv, m_near, m_sim, t, mode, weigh ? std::span<const float>(t_mass) : std::span<const float>{},
+  math::d2o_merge(tk, tv, nt, D, D, mk, mv, m_near, m_sim, -INFINITY, mode, weigh ? std::span<const float>(t_mass) : std::span<const float>{},
                   weigh ? std::span<const float>(m_mass) : std::span<const float>{});
   std::vector<float> mass = t_mass;
   for (int64_t r = 0; r < nm; ++r) mass[static_cast<size_t>(m_near[static_cast<size_t>(r)])] += m_mass[static_cast<size_t>(r)];
@@ -352,18 +409,72 @@ void merge_head(const KvCache& c, int layer, int kvh, HeadEdit& e, double beta, 
 void D2oMerger::merge(const Scores&, const PressEnv& env, CacheEdit& edit) const {
   if (!env.state) fail("d2o: merging needs the sequence's press state (its EMA thresholds)");
   const KvLayout& l = env.cache.layout();
+  const int H = l.n_head_kv;
   const size_t n = static_cast<size_t>(l.n_heads_total());
-  auto& tau = env.state->values[kD2oTau];
-  auto& set = env.state->values[kD2oTauSet];
-  if (tau.size() != n || set.size() != n) {  // first use (or a state from another shape): start afresh
-    tau.assign(n, 0.0);
-    set.assign(n, 0.0);
+  const size_t n_thr = per_layer_ ? static_cast<size_t>(l.n_layer) : n;
+  auto& tau = env.state->values[per_layer_ ? kD2oLayerTau : kD2oTau];
+  auto& set = env.state->values[per_layer_ ? kD2oLayerTauSet : kD2oTauSet];
+  if (tau.size() != n_thr || set.size() != n_thr) {  // first use (or a state from another shape): start afresh
+    tau.assign(n_thr, 0.0);
+    set.assign(n_thr, 0.0);
   }
+  std::vector<HeadNearest> hn(n);
   env.pool.parallel_for(static_cast<int64_t>(n), [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i)
-      merge_head(env.cache, static_cast<int>(i / l.n_head_kv), static_cast<int>(i % l.n_head_kv),
-                 edit.heads[static_cast<size_t>(i)], beta_, mode_, use_mass_, tau[static_cast<size_t>(i)],
-                 set[static_cast<size_t>(i)]);
+      hn[static_cast<size_t>(i)] =
+          nearest_of_head(env.cache, static_cast<int>(i / H), static_cast<int>(i % H), edit.heads[static_cast<size_t>(i)]);
+  });
+  // Eq. 10 and the merge decisions.
+  std::vector<std::vector<bool>> merge(n);
+  if (!per_layer_) {
+    for (size_t i = 0; i < n; ++i) {
+      if (hn[i].evicted.empty()) continue;
+      math::D2oThreshold thr = set[i] != 0 ? math::D2oThreshold(beta_, tau[i]) : math::D2oThreshold(beta_);
+      const double t = thr.update(hn[i].near.sim);
+      tau[i] = t;
+      set[i] = 1;
+      merge[i].resize(hn[i].evicted.size());
+      for (size_t k = 0; k < hn[i].evicted.size(); ++k) merge[i][k] = hn[i].near.sim[k] >= t;
+    }
+  } else {
+    // The official code (D2O_LayerKVCache.__call__): one threshold per layer, the EMA of the mean
+    // over heads and evicted pairs of the max similarities; the k-th evicted pair of every head
+    // (ascending positions, as its mask order) is merged iff the mean over the heads of their
+    // k-th max similarity reaches it (max_values.mean(1) >= threshold).
+    for (int layer = 0; layer < l.n_layer; ++layer) {
+      std::vector<float> all;
+      size_t cols = 0;
+      for (int kvh = 0; kvh < H; ++kvh) {
+        const auto& sim = hn[static_cast<size_t>(layer * H + kvh)].near.sim;
+        all.insert(all.end(), sim.begin(), sim.end());
+        cols = std::max(cols, sim.size());
+      }
+      if (all.empty()) continue;
+      const size_t li = static_cast<size_t>(layer);
+      math::D2oThreshold thr = set[li] != 0 ? math::D2oThreshold(beta_, tau[li]) : math::D2oThreshold(beta_);
+      const double t = thr.update(all);
+      tau[li] = t;
+      set[li] = 1;
+      std::vector<double> col_sum(cols, 0.0);
+      std::vector<int> col_n(cols, 0);
+      for (int kvh = 0; kvh < H; ++kvh) {
+        const auto& sim = hn[static_cast<size_t>(layer * H + kvh)].near.sim;
+        for (size_t k = 0; k < sim.size(); ++k) col_sum[k] += sim[k], ++col_n[k];
+      }
+      for (int kvh = 0; kvh < H; ++kvh) {
+        const size_t i = static_cast<size_t>(layer * H + kvh);
+        merge[i].resize(hn[i].evicted.size());
+        for (size_t k = 0; k < hn[i].evicted.size(); ++k) merge[i][k] = col_sum[k] / col_n[k] >= t;
+      }
+    }
+  }
+  env.pool.parallel_for(static_cast<int64_t>(n), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const size_t u = static_cast<size_t>(i);
+      if (hn[u].evicted.empty()) continue;
+      merge_head(env.cache, static_cast<int>(i / H), static_cast<int>(i % H), edit.heads[u], hn[u], merge[u], mode_,
+                 use_mass_);
+    }
   });
 }
 
@@ -372,23 +483,26 @@ namespace {
 using T = ParamSpec::Type;
 
 // paper (the default): §5.1 "β = 0.7 achieves optimal performance", N:M = 3:1 (Table 9), Eq. 4's
-// raw variances, Eq. 5 budgets maintained per layer, Eq. 12 weights, every layer compressed; T
-// (sinks) is not given a value: 4, as the official code. official: the README's LongBench run of
-// AIoT-MLSys-Lab/D2O (hh_ratio 0.1, recent_ratio 0.1 -> 1:1; alpha = belta = 0.5 -> β 0.5; min-max
-// density; scatter-mean merge without counts; layers=official).
+// variances min-max normalised per layer (the official code's; the raw ones starve sharp layers,
+// docs/methods/d2o.md), Eq. 5 budgets maintained per layer, Eq. 12 weights, every layer
+// compressed; T (sinks) is not given a value: 4, as the official code. official: the README's
+// LongBench run of AIoT-MLSys-Lab/D2O (hh_ratio 0.1, recent_ratio 0.1 -> 1:1; alpha = belta = 0.5
+// -> β 0.5; min-max density over query heads; one threshold per layer; scatter-mean merge without
+// counts; layers=official).
 std::vector<PressPreset> d2o_presets() {
-  return {{"paper", "the paper's settings (§4-5, Table 9)",
+  return {{"paper", "the paper's settings (§4-5, Table 9; Eq. 4 min-max normalised, as the official code)",
            {{"recent_share", "0.25"}, {"ema_beta", "0.7"}, {"merge_weights", "paper"}, {"merge_mass", "false"},
-            {"density", "paper"}, {"layers", "paper"}}},
+            {"threshold", "head"}, {"density", "minmax"}, {"layers", "paper"}}},
           {"official", "AIoT-MLSys-Lab/D2O's LongBench run (README)",
            {{"recent_share", "0.5"}, {"ema_beta", "0.5"}, {"merge_weights", "official"}, {"merge_mass", "false"},
-            {"density", "minmax"}, {"layers", "official"}}}};
+            {"threshold", "layer"}, {"density", "minmax-query"}, {"layers", "official"}}}};
 }
 
 math::D2oDensity parse_density(const std::string& s) {
-  if (s == "paper") return math::D2oDensity::Paper;
+  if (s == "raw" || s == "paper") return math::D2oDensity::Paper;
   if (s == "minmax") return math::D2oDensity::OfficialMinMax;
-  fail("d2o allocator: density must be paper or minmax, got '{}'", s);
+  if (s == "minmax-query") return math::D2oDensity::OfficialMinMaxQueryHeads;
+  fail("d2o allocator: density must be minmax, minmax-query or raw (paper), got '{}'", s);
 }
 
 }  // namespace
@@ -397,8 +511,10 @@ void add_d2o_allocators(std::vector<AllocatorInfo>& allocators) {
   allocators.push_back(
       {"d2o",
        "D2O: layer budgets softmax(-F) with F the variance of the prompt's attention column sums (Wan et al. 2024, Eqs. 4-5)",
-       {{"density", T::String, "paper",
-         "paper: Eq. 4's variances as they are; minmax: the official code's per-layer min-max normalised head variances"},
+       {{"density", T::String, "minmax",
+         "minmax: the head variances min-max normalised per layer (the official code's, over KV heads); minmax-query: "
+         "the same over query heads, each with its own column sums (the official code exactly); raw (or paper): Eq. 4's "
+         "variances as printed (starves sharp layers)"},
         {"layers", T::String, "paper",
          "paper: Eq. 5 shares of the budget at every compression (layers grow to theirs); official: sizes fixed at the "
          "first compression, ratios clamped to [0.01, 1], layers 0, 1, L-1 never compressed"}},
@@ -420,11 +536,14 @@ void add_d2o_presses(std::vector<PressInfo>& presses) {
         {"ema_beta", T::Float, "0.7", "beta of the EMA similarity threshold (Eq. 10)", 0, 1},
         {"merge_weights", T::String, "paper", "paper: Eq. 12's weights; official: the official code's similarity-weighted scatter-mean"},
         {"merge_mass", T::Bool, "false", "Eq. 12 counts a row that already stands for m merged tokens as m members (false: every row weighs 1, Eq. 12 as printed)"},
+        {"threshold", T::String, "head", "head: one EMA threshold (Eq. 10) per (layer, KV head); layer: one per layer on the heads' mean similarity (the official code)"},
         {"decode_every", T::Int, "1", "evict back to the budget every N decode steps (0 = only after prefill)", 0, kMaxTriggerEvery},
         preset_param(d2o_presets())},
        4, 0, {Trigger::Kind::EveryN, 1, 0}, "d2o", [](const Params& p) {
          const std::string& mw = p.get_str("merge_weights");
          if (mw != "paper" && mw != "official") fail("d2o: merge_weights must be paper or official, got '{}'", mw);
+         const std::string& th = p.get_str("threshold");
+         if (th != "head" && th != "layer") fail("d2o: threshold must be head or layer, got '{}'", th);
          Press press;
          press.name = "d2o";
          press.scorer = std::make_shared<H2oScorer>();  // Eq. 6: attention accumulated over every query
@@ -432,7 +551,7 @@ void add_d2o_presses(std::vector<PressInfo>& presses) {
          if (p.get_bool("merge"))
            press.merger = std::make_shared<D2oMerger>(
                p.get_float("ema_beta"), mw == "paper" ? math::D2oMerge::PaperEq12 : math::D2oMerge::OfficialScatterMean,
-               p.get_bool("merge_mass"));
+               p.get_bool("merge_mass"), th == "layer");
          const int64_t n = p.get_int("decode_every");
          press.trigger = n > 0 ? Trigger{Trigger::Kind::EveryN, static_cast<int>(n), 0} : Trigger{};
          return press;

@@ -2,17 +2,20 @@
 // Large Language Models", arXiv:2406.13035; ../shared/papers/d2o.txt §4), as press parts:
 //
 //   layer level  D2oAllocator ("d2o", usable with any scorer): F_l = Var of the prompt attention's
-//                column sums (Eq. 4), α_l = softmax(-F)_l L ρ (Eq. 5), S_l = α_l S, each layer
-//                growing to its S_l while decoding. The official code's min-max normalisation of
-//                the head variances is density=minmax, its layer sizes (ratios clamped to
-//                [0.01, 1], fixed at the first compression, layers 0, 1, L-1 never compressed)
-//                layers=official; `--opt preset=official` selects every official setting.
+//                column sums (Eq. 4), min-max normalised over the layer's heads as the official
+//                code (density=minmax, the default; density=raw: Eq. 4 literally), α_l =
+//                softmax(-F)_l L ρ (Eq. 5), S_l = α_l S, each layer growing to its S_l while
+//                decoding. The official code's layer sizes (ratios clamped to [0.01, 1], fixed at
+//                the first compression, layers 0, 1, L-1 never compressed) are layers=official,
+//                its normalisation over query heads density=minmax-query; `--opt preset=official`
+//                selects every official setting.
 //   token level  accumulated attention (Eq. 6, H2O's scorer: column sums over every query seen,
 //                prefill and decode) + D2oSelector: T sinks (the request's sinks) + the M most
 //                recent + the top N by score, N:M = 3:1 (Eqs. 7-8); with an EveryN trigger at every
 //                decode step, so memory stays at the budget however long the generation runs.
 //   merging      D2oMerger: each evicted pair's nearest kept pair by key cosine (Eq. 9); an EMA
-//                threshold per (layer, KV head) kept in the sequence's PressState (Eq. 10, β 0.7);
+//                threshold per (layer, KV head), or per layer (threshold=layer, the official
+//                code), kept in the sequence's PressState (Eq. 10, β 0.7);
 //                evicted pairs under it are dropped, the others merged into their nearest kept pair
 //                with the weights of Eq. 12 (keys and values alike; merge_mass: a row standing for
 //                m tokens weighs m), or the official code's similarity-weighted scatter-mean
@@ -40,11 +43,16 @@ inline constexpr const char* kD2oLayerTarget = "d2o.layer_target";
 inline constexpr const char* kD2oLayerFixed = "d2o.layer_fixed";
 inline constexpr const char* kD2oTau = "d2o.tau";         // [n_layer * n_head_kv] τ of Eq. 10
 inline constexpr const char* kD2oTauSet = "d2o.tau_set";  // [n_layer * n_head_kv] 1 once τ exists
+// threshold=layer (preset=official): one τ per layer, as the official code.
+inline constexpr const char* kD2oLayerTau = "d2o.layer_tau";         // [n_layer]
+inline constexpr const char* kD2oLayerTauSet = "d2o.layer_tau_set";  // [n_layer]
 
 // Eq. 4 from the collected column sums: per (layer, KV head) the unbiased variance of the column
 // sums divided by the GQA group size (the group-mean column sums, i.e. one query head's scale),
 // then per layer the mean over its KV heads (Paper) or the mean of the min-max normalised head
-// variances (OfficialMinMax). Needs col_sum statistics. [n_layer].
+// variances (OfficialMinMax). OfficialMinMaxQueryHeads: per query head, the variance of its own
+// column sums (col_sum_query_heads statistics), min-max normalised over the layer's query heads
+// (the official code). Needs col_sum statistics. [n_layer].
 std::vector<double> d2o_layer_F(const StatsCollector& stats, math::D2oDensity density);
 
 // Eq. 9 for a few evicted pairs (a decode step evicts one per head): the nearest of the kept slots
@@ -74,10 +82,12 @@ enum class D2oLayers { Paper, Official };
 // PressState (kD2oLayerF); later compressions reuse it.
 class D2oAllocator : public BudgetAllocator {
  public:
-  explicit D2oAllocator(math::D2oDensity density = math::D2oDensity::Paper, D2oLayers layers = D2oLayers::Paper)
+  explicit D2oAllocator(math::D2oDensity density = math::D2oDensity::OfficialMinMax, D2oLayers layers = D2oLayers::Paper)
       : density_(density), layers_(layers) {}
   std::string name() const override { return "d2o"; }
-  Needs needs() const override { return {.stats = {.col_sum = true}}; }
+  Needs needs() const override {
+    return {.stats = {.col_sum = true, .col_sum_query_heads = density_ == math::D2oDensity::OfficialMinMaxQueryHeads}};
+  }
   Allocation allocate(const Scores& scores, const PressEnv& env) const override;
   math::D2oDensity density() const { return density_; }
   D2oLayers layers() const { return layers_; }
@@ -103,10 +113,15 @@ class D2oSelector : public Selector {
 // Folds the evicted pairs of every active head into kept ones (Eqs. 9-12) and updates the head's
 // EMA threshold in env.state (required: a merger without a sequence state is refused). use_mass:
 // Eq. 12 counts a row that already stands for m tokens (its cache mass) as m members.
+// per_layer (the official code): one threshold per layer, the EMA of the mean max similarity
+// over the layer's heads; the k-th evicted pair of each head is merged iff the mean over the
+// heads of their k-th max similarity reaches it.
 class D2oMerger : public Merger {
  public:
-  D2oMerger(double beta = 0.7, math::D2oMerge mode = math::D2oMerge::PaperEq12, bool use_mass = false)
-      : beta_(beta), mode_(mode), use_mass_(use_mass) {}
+  D2oMerger(double beta = 0.7, math::D2oMerge mode = math::D2oMerge::PaperEq12, bool use_mass = false,
+            bool per_layer = false)
+      : beta_(beta), mode_(mode), use_mass_(use_mass), per_layer_(per_layer) {}
+  bool per_layer() const { return per_layer_; }
   std::string name() const override { return mode_ == math::D2oMerge::PaperEq12 ? "d2o_merge" : "d2o_merge_official"; }
   void merge(const Scores& scores, const PressEnv& env, CacheEdit& edit) const override;
 
@@ -114,6 +129,7 @@ class D2oMerger : public Merger {
   double beta_;
   math::D2oMerge mode_;
   bool use_mass_;
+  bool per_layer_;
 };
 
 void add_d2o_presses(std::vector<PressInfo>& presses);

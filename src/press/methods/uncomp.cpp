@@ -9,20 +9,21 @@
 //    layer's KV heads. With fewer KV heads than M, the heads' ranks spread over the whole
 //    ladder (uncomp_group_sizes: 4 KV heads in groups 0, 2, 5, 7), so the budgets still span
 //    N_1 ... N_M.
-//  - Layer values for Eq. 8: the sum over the layer's query heads of H_k / ln D (mean over the
-//    samples), in entropy units, so ε is the paper's 0.3 (A.3: 0.3 Llama2-7B / Qwen2.5-7B, 0.4
-//    Llama3-8B, 0.5 Llama2-13B). The official layer entropy (entropy_utils
-//    get_entropy_4_dimensions_single_batch) is likewise a sum of per-head H_k / ln D; its stored
-//    stage_division.py values (~2.2 per head) and threshold -1 fit Σ_h exp(H_k / ln D), the
-//    code's "erank" (layer_value=official-erank, eps 1; our reading: the repository does not
-//    say). A drop of 1 there is ~0.45 in the entropy sum, the paper's range. The covariance of the
-//    whole layer's queries ((H·D)², 2048² for Llama-3.2-1B) is not formed.
+//  - Layer values for Eq. 8 (layer_value=erank, the default): Σ over the layer's query heads of
+//    erank_k = exp(H_k) (mean over the samples), Eq. 8's difference of eranks as printed, with
+//    the paper's ε 0.3 (A.3: 0.3 Llama2-7B / Qwen2.5-7B, 0.4 Llama3-8B, 0.5 Llama2-13B); it gives
+//    v7s1 the groups [0,1,1,2] and v8s1 five. The earlier reading in entropy units
+//    (layer_value=entropy: Σ H_k / ln D) moves by less than ε between layers of every testbed
+//    model (one group, nothing pruned) and is kept as an option. The official code's stored
+//    stage_division.py values (~2.2 per head) and threshold -1 fit Σ_h exp(H_k / ln D)
+//    (layer_value=official-erank, eps 1; our reading: the repository does not say). The
+//    covariance of the whole layer's queries ((H·D)², 2048² for Llama-3.2-1B) is not formed.
 //  - Scores (Dynamic KV Cache Eviction, §3.3.3): the attention of the last l = 8 queries summed
-//    per key, averaged over the query heads of the KV group, smoothed by average pooling of
-//    width 5; the l window tokens are always kept. The paper says "summing the attention scores
-//    of the last l tokens"; pooling and keeping the window are the official code's
-//    (update_kv: attn[..., -window:, :-window].sum(-2), avg_pool1d(kernel 5), window appended),
-//    i.e. SnapKV's scorer with window l, which is reused here.
+//    per key, averaged over the query heads of the KV group, smoothed by 1-D pooling (avg 5, or
+//    the official LongBench runs' max 7) over the keys before the window; the l window tokens are
+//    always kept. The paper says "summing the attention scores of the last l tokens"; pooling,
+//    pooling the prefix only and keeping the window are the official code's (update_kv:
+//    attn[..., -window:, :-window].sum(-2), avg_pool1d / max_pool1d, window appended).
 //  - Budgets: the paper's absolute sizes (N_1 = 640, Δn = 74, 8 groups: mean 381 ≈ the 384 of its
 //    baselines) become weights, scaled to the requested keep ratio or token budget so that the
 //    presses compare at matched KV memory (exact integer split, press/math/apportion.h).
@@ -53,10 +54,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "core/error.h"
+#include "core/warn.h"
 #include "press/math/apportion.h"
 #include "press/scorers/scorers.h"
 
@@ -81,6 +85,18 @@ int int_in(const nlohmann::json& x, int lo, int hi, const std::string& what) {
 double round6(double x) { return std::round(x * 1e6) / 1e6; }
 
 }  // namespace
+
+void warn_unless_official_calibration(const nlohmann::json* data) {
+  if (!data || !data->is_object()) return;  // no calibration: uncomp_calibration refuses with its own message
+  const auto it = data->find("preset");
+  const std::string p = it != data->end() && it->is_string() ? it->get<std::string>() : "unknown";
+  if (p == "official") return;
+  warn_once("uncomp.calibration_preset",
+            fmt::format("uncomp: preset=official runs on a calibration made with preset={} (its k, covariance and layer "
+                        "values are not the official code's); run `kvshrink calibrate --press uncomp -m MODEL --opt "
+                        "preset=official` for the official head and layer groups",
+                        p));
+}
 
 // ---- calibration ------------------------------------------------------------------------------
 
@@ -167,7 +183,10 @@ Aggregate aggregate(const std::vector<double>& e, int s0, int s1, int L, int H, 
       for (int qh = 0; qh < H; ++qh) {
         a.head_erank[l][qh] += std::exp(row[qh]) / ns;
         a.layer_erank[l] += std::exp(row[qh]) / ns;  // Σ over heads, mean over samples
-        a.layer_value[l] += (o.layer_value == UncompLayerValue::Entropy ? row[qh] / log_d : std::exp(row[qh] / log_d)) / ns;
+        const double v = o.layer_value == UncompLayerValue::Erank     ? std::exp(row[qh])
+                         : o.layer_value == UncompLayerValue::Entropy ? row[qh] / log_d
+                                                                      : std::exp(row[qh] / log_d);
+        a.layer_value[l] += v / ns;
       }
       const std::vector<int> lab = math::uncomp_assign_head_groups(kv, o.groups);  // one sample (Algorithm 1 line 6)
       std::copy(lab.begin(), lab.end(), labels.begin() + static_cast<std::ptrdiff_t>(s - s0) * Hkv);
@@ -207,7 +226,9 @@ nlohmann::json uncomp_calibration_data(const std::vector<double>& erank, int n_s
   j["norm"] = o.norm == math::EntropyNorm::TopK ? "topk" : "trace";
   j["cov"] = o.cov == UncompCov::Eq1 ? "eq1" : "unitnorm";
   j["vote"] = o.vote == math::VoteMode::Balanced ? "balanced" : "per-head";
-  j["layer_value"] = o.layer_value == UncompLayerValue::Entropy ? "entropy" : "official-erank";
+  j["layer_value"] = o.layer_value == UncompLayerValue::Erank     ? "erank"
+                     : o.layer_value == UncompLayerValue::Entropy ? "entropy"
+                                                                  : "official-erank";
   j["eps"] = o.eps;
   j["samples"] = n_samples;
   j["kv_head_groups"] = all.kv_groups;
@@ -249,24 +270,27 @@ nlohmann::json uncomp_calibration_data(const std::vector<double>& erank, int n_s
 // ---- budgets and stages -----------------------------------------------------------------------
 
 std::vector<int64_t> uncomp_stage_rows(const std::vector<int>& layer_groups, int64_t n, double stage_min,
-                                       int64_t min_keep, int64_t stage_min_tokens) {
+                                       int64_t min_keep, int64_t stage_min_tokens, int64_t stage_from) {
   if (layer_groups.empty()) return {};
+  if (stage_from < 0) fail("uncomp: stage_from must be >= 0, got {}", stage_from);
   if (!(stage_min > 0 && stage_min <= 1)) fail("uncomp: stage_min must be in (0, 1], got {}", stage_min);
   const int C = layer_groups.back() + 1;
   if (stage_min_tokens < 0) fail("uncomp: stage_min_tokens must be >= 0, got {}", stage_min_tokens);
   const int64_t floor_rows = stage_min_tokens > 0 ? stage_min_tokens
                                                   : static_cast<int64_t>(std::ceil(stage_min * static_cast<double>(n)));
   const int64_t n_min = std::min(n, std::max(min_keep, floor_rows));
-  const int64_t step = C > 1 ? (n - n_min) / (C - 1) : 0;
-  const std::vector<int64_t> per_group = math::uncomp_stage_tokens(C, n, step, n_min);
+  const int64_t top = std::max(n, stage_from);
+  const int64_t step = C > 1 ? (top - n_min) / (C - 1) : 0;
+  const std::vector<int64_t> per_group = math::uncomp_stage_tokens(C, top, step, n_min);
   std::vector<int64_t> rows;
-  for (int g : layer_groups) rows.push_back(per_group[static_cast<size_t>(g)]);
+  for (int g : layer_groups) rows.push_back(std::min(n, per_group[static_cast<size_t>(g)]));
   return rows;
 }
 
 std::vector<int32_t> uncomp_head_budgets(const KvCache& cache, const CompressRequest& req, const UncompCalibration& cal,
-                                         double n1, double dn, bool base_longest) {
-  return uncomp_head_budgets(cache, req, cal, math::uncomp_stepped_sizes(cal.groups, n1, dn), base_longest);  // Eq. 11
+                                         double n1, double dn, bool base_longest, int obs_window) {
+  return uncomp_head_budgets(cache, req, cal, math::uncomp_stepped_sizes(cal.groups, n1, dn), base_longest,
+                             obs_window);  // Eq. 11
 }
 
 std::vector<double> uncomp_official_ladder(int groups) {
@@ -280,8 +304,13 @@ std::vector<double> uncomp_official_ladder(int groups) {
 }
 
 std::vector<int32_t> uncomp_head_budgets(const KvCache& cache, const CompressRequest& req, const UncompCalibration& cal,
-                                         const std::vector<double>& sizes, bool base_longest) {
+                                         const std::vector<double>& sizes, bool base_longest, int obs_window) {
   if (!req.has_budget()) fail("uncomp: needs a keep ratio or a token budget");
+  if (obs_window < 0) fail("uncomp: observation window {} is negative", obs_window);
+  // The floors: sinks, the request's window and the scorer's l window queries (the official code
+  // appends its window to every head's selection, so even its smallest size, 20, holds 12 + 8).
+  CompressRequest floor_req = req;
+  floor_req.window = std::max(req.window, obs_window);
   const KvLayout& l = cache.layout();
   const int n = l.n_heads_total();
   if (static_cast<int>(sizes.size()) != cal.groups)
@@ -293,7 +322,7 @@ std::vector<int32_t> uncomp_head_budgets(const KvCache& cache, const CompressReq
   for (int i = 0; i < n; ++i) {
     const HeadCache& h = cache.head(i / l.n_head_kv, i % l.n_head_kv);
     caps[i] = h.len();
-    floors[i] = std::min<int64_t>(h.len(), count_protected(h, cache.n_past(), req));
+    floors[i] = std::min<int64_t>(h.len(), count_protected(h, cache.n_past(), floor_req));
     held += caps[i];
     longest = std::max(longest, caps[i]);
     floor_sum += floors[i];
@@ -345,10 +374,44 @@ UncompScorer::UncompScorer(UncompOptions o) : o_(o) {
   if (o_.window < 1) fail("uncomp: window must be >= 1, got {}", o_.window);
   if (o_.stage_queries < 1 || o_.stage_queries > o_.window)
     fail("uncomp: stage_queries must be in 1..window ({}), got {}", o_.window, o_.stage_queries);
-  window_scorer_ = std::make_shared<SnapKvScorer>(o_.window, o_.kernel, o_.max_pool);
 }
 
-Scores UncompScorer::score(const PressEnv& env) const { return window_scorer_->score(env); }
+Scores UncompScorer::score(const PressEnv& env) const {
+  // The official update_kv: attn[..., -window:, :-window].sum(-2) pooled (avg_pool1d / max_pool1d,
+  // padding kernel // 2), the window appended: the window's keys take no part in the pooling.
+  // Zeroing their attention before pooling is the same (zero padding, counted by avg_pool1d; the
+  // probabilities are >= 0 for max pooling).
+  if (!env.stats) fail("uncomp: no statistics were collected");
+  Scores sc = make_scores(env.cache);
+  const KvLayout& l = env.cache.layout();
+  const int r = o_.kernel / 2;
+  for (int layer = 0; layer < l.n_layer; ++layer) {
+    const auto att = window_attention(env, layer, o_.window);
+    const auto& w = env.stats->window(layer);
+    const int32_t first = w.size() > 0 ? w.pos[static_cast<size_t>(std::max(0, w.size() - o_.window))] : INT32_MAX;
+    for (int kvh = 0; kvh < l.n_head_kv; ++kvh) {
+      const HeadCache& h = env.cache.head(layer, kvh);
+      std::vector<float> x(att[static_cast<size_t>(kvh)]);
+      for (int32_t s = 0; s < h.len(); ++s)
+        if (h.pos[static_cast<size_t>(s)] >= first) x[static_cast<size_t>(s)] = 0.0f;
+      auto& out = sc.at(l, layer, kvh);
+      const int32_t n = h.len();
+      for (int32_t s = 0; s < n; ++s) {
+        if (h.pos[static_cast<size_t>(s)] >= first) {
+          out[s] = std::numeric_limits<float>::infinity();
+          continue;
+        }
+        float acc = 0.0f;
+        for (int32_t j = s - r; j <= s + r; ++j) {
+          const float v = j >= 0 && j < n ? x[static_cast<size_t>(j)] : 0.0f;
+          acc = o_.max_pool ? std::max(acc, v) : acc + v;
+        }
+        out[s] = o_.max_pool ? acc : acc / static_cast<float>(2 * r + 1);
+      }
+    }
+  }
+  return sc;
+}
 
 bool UncompScorer::prunes_prefill(const CompressRequest& req) const { return o_.stage && !req.keeps_everything(); }
 
@@ -359,23 +422,27 @@ std::unique_ptr<RowSelector> UncompScorer::prefill_rows(const PrefillRows& p) co
     fail("uncomp: the prefill keeps {} window queries, the pruning needs {}", p.stats->request().window, o_.stage_queries);
   const ProbeDims d = p.probe->dims();
   std::vector<int> groups = o_.layer_groups;
-  if (groups.empty()) groups = uncomp_calibration(p.probe->calibration("uncomp"), d.n_layer, d.n_head_kv).layer_groups;
+  const nlohmann::json* cal = p.probe->calibration("uncomp");
+  if (o_.official) warn_unless_official_calibration(cal);
+  if (groups.empty()) groups = uncomp_calibration(cal, d.n_layer, d.n_head_kv).layer_groups;
   if (static_cast<int>(groups.size()) != d.n_layer)
     fail("uncomp: layer_groups has {} entries, the model has {} layers", groups.size(), d.n_layer);
   const int64_t protect = std::max<int64_t>({o_.window, p.request->window, p.keep_last});
   const int64_t min_keep = protect + p.request->sinks + 1;
-  auto rows = uncomp_stage_rows(groups, p.n_tokens, o_.stage_min, min_keep, o_.stage_min_tokens);
+  const int64_t from = o_.stage_max_tokens >= 0 ? o_.stage_max_tokens : d.n_ctx_train;
+  auto rows = uncomp_stage_rows(groups, p.n_tokens, o_.stage_min, min_keep, o_.stage_min_tokens, from);
   return std::make_unique<UncompRowSelector>(p, std::move(rows), static_cast<int>(protect), o_.stage_queries);
 }
 
 Allocation UncompAllocator::allocate(const Scores&, const PressEnv& env) const {
   const KvLayout& l = env.cache.layout();
-  const UncompCalibration cal =
-      uncomp_calibration(env.probe ? env.probe->calibration("uncomp") : nullptr, l.n_layer, l.n_head_kv);
+  const nlohmann::json* data = env.probe ? env.probe->calibration("uncomp") : nullptr;
+  if (official_ladder_) warn_unless_official_calibration(data);
+  const UncompCalibration cal = uncomp_calibration(data, l.n_layer, l.n_head_kv);
   Allocation a;
   a.budgets = official_ladder_ ? uncomp_head_budgets(env.cache, env.request, cal, uncomp_official_ladder(cal.groups),
-                                                     base_longest_)
-                               : uncomp_head_budgets(env.cache, env.request, cal, n1_, dn_, base_longest_);
+                                                     base_longest_, obs_window_)
+                               : uncomp_head_budgets(env.cache, env.request, cal, n1_, dn_, base_longest_, obs_window_);
   return a;
 }
 
@@ -447,13 +514,14 @@ namespace {
 // token ranks the pruned rows (§3.3.2 "the attention scores of the last token"), Eq. 11's ladder
 // 640 - 74 g. official: menik1126/UNComp's LongBench runs (run_longbench.py: max pooling, kernel
 // 7), the last 8 queries rank the rows (llama_model.py: attn.sum(heads)[-8:]), the last stage keeps
-// 1,536 rows (llama_model.py: 1536 + ((max_token - 1536) // 4) (4 - stage)), its 8 fixed sizes.
+// 1,536 rows (llama_model.py: 1536 + ((max_token - 1536) // 4) (4 - stage), max_token = the
+// model's context, each count capped at the prompt's length), its 8 fixed sizes.
 std::vector<PressPreset> uncomp_presets() {
   return {{"paper", "the paper's settings (§3.3, A.3)",
            {{"window", "8"}, {"kernel", "5"}, {"pooling", "avg"}, {"stage_queries", "1"}, {"ladder", "paper"}}},
           {"official", "menik1126/UNComp's LongBench runs",
            {{"window", "8"}, {"kernel", "7"}, {"pooling", "max"}, {"stage_queries", "8"}, {"stage_min_tokens", "1536"},
-            {"ladder", "official"}}}};
+            {"stage_max_tokens", "-1"}, {"ladder", "official"}}}};
 }
 
 }  // namespace
@@ -477,6 +545,9 @@ void add_uncomp_presses(std::vector<PressInfo>& presses) {
                                          "(official 1536/4096)", 0.001, 1},
         {"stage_min_tokens", T::Int, "0", "group-stage: > 0: rows the last layer group keeps, in tokens, instead of "
                                           "stage_min (the official code's 1536)", 0, 1 << 30},
+        {"stage_max_tokens", T::Int, "0", "group-stage: the stage steps start from this many tokens, each count capped "
+                                          "at the prompt's (0: the prompt's length; -1: the model's training context, "
+                                          "the official code's max_token)", -1, 1 << 30},
         {"stage_queries", T::Int, "1", "group-stage: last queries ranking the rows (paper: 1, the last token; "
                                        "official code: 8); <= window", 1, 4096},
         {"layer_groups", T::String, "calibrated",
@@ -497,6 +568,8 @@ void add_uncomp_presses(std::vector<PressInfo>& presses) {
          o.max_pool = pool == "max";
          o.stage_min = p.get_float("stage_min");
          o.stage_min_tokens = p.get_int("stage_min_tokens");
+         o.stage_max_tokens = p.get_int("stage_max_tokens");
+         o.official = p.get_str("preset") == "official";
          o.stage_queries = static_cast<int>(p.get_int("stage_queries"));
          o.layer_groups = uncomp_parse_layer_groups(p.get_str("layer_groups"));
          Press press;
@@ -523,7 +596,7 @@ void add_uncomp_allocators(std::vector<AllocatorInfo>& allocators) {
          const std::string& lad = p.get_str("ladder");
          if (lad != "paper" && lad != "official") fail("uncomp allocator: ladder must be paper or official, got '{}'", lad);
          return std::make_shared<UncompAllocator>(p.get_float("n1"), p.get_float("dn"), u && u->options().stage,
-                                                  lad == "official");
+                                                  lad == "official", s.observation_window());
        }});
 }
 

@@ -7,7 +7,7 @@
 // d samples of WikiText-2 are prefilled; per sample, erank_k of every query head's covariance
 // (from the collector's Gram statistics), the KV heads of each layer cut into M groups by erank;
 // a majority vote over the samples gives each KV head its group; the layer values (Σ over the
-// layer's query heads of the mean erank_k) give the layer groups by the entropy drop (Eq. 8).
+// layer's query heads of the mean erank_k) give the layer groups by the erank drop (Eq. 8).
 //
 // Compression, two variants (`uncomp:variant=group|group-stage`):
 //  - group (§3.3.3): per-head budgets stepped by group, N_{g+1} = N_g - Δn (Eq. 11, N_1 = 640,
@@ -51,19 +51,26 @@ UncompCalibration uncomp_calibration(const nlohmann::json* data, int n_layer, in
 // The covariance whose spectrum is measured: Eq. 1 (the paper), or the official code's unit-norm
 // token covariance (math::unit_norm_covariance).
 enum class UncompCov { Eq1, UnitNorm };
-// The layer values of Eq. 8: Entropy = Σ over the layer's query heads of H_k / ln D (entropy units,
-// so ε is the paper's 0.3-0.5); OfficialErank = Σ over heads of exp(H_k / ln D), the scale of the
-// official stage_division.py values, whose threshold is 1.
-enum class UncompLayerValue { Entropy, OfficialErank };
+// The layer values of Eq. 8: Erank = Σ over the layer's query heads of erank_k = exp(H_k) (Eq. 8
+// as printed: Δc_i is a difference of eranks; the default); Entropy = Σ over the layer's query
+// heads of H_k / ln D (entropy units; an earlier reading, which on every testbed model gave one
+// layer group); OfficialErank = Σ over heads of exp(H_k / ln D), the scale of the official
+// stage_division.py values, whose threshold is 1.
+enum class UncompLayerValue { Erank, Entropy, OfficialErank };
 
 struct UncompCalibrateOptions {
-  int k = 0;                                       // top-k eigenvalues (Eq. 5); 0 = head_dim / 4
+  int k = 0;                                       // top-k eigenvalues (Eq. 5); 0 = head_dim / 4 (official: 32)
   math::EntropyNorm norm = math::EntropyNorm::Trace;
   UncompCov cov = UncompCov::Eq1;
   int groups = 8;                                  // M
   math::VoteMode vote = math::VoteMode::Balanced;
-  UncompLayerValue layer_value = UncompLayerValue::Entropy;
+  UncompLayerValue layer_value = UncompLayerValue::Erank;
   double eps = 0.3;                                // ε of Eq. 8, on the layer values' scale
+  // Early stop: after at least min_samples (and then every check_every samples), stop when the
+  // voted KV-head groups and the layer groups of the samples so far equal those of the samples
+  // check_every earlier (the groups have stopped moving). 0 = run every sample.
+  int check_every = 0;
+  int min_samples = 0;
 };
 
 // k of Eq. 5 for a head dimension: k, or head_dim / 4 (at least 1) when k is 0 (the paper's 32
@@ -88,8 +95,11 @@ nlohmann::json uncomp_calibration_data(const std::vector<double>& entropy, int n
 // never more than n. [n_layer].
 // stage_min_tokens > 0 replaces ceil(stage_min * n) by that many rows (the official code's 1,536; it
 // steps down from max_token, 4,096 or 8,192, where we step from n: equal when n = max_token).
+// stage_from > n: the steps are computed from stage_from tokens down (the official code's
+// (max_token - 1536) // (C - 1), max_token = the model's context, 4,096 for Llama-2) and each
+// count is then capped at n; otherwise from n.
 std::vector<int64_t> uncomp_stage_rows(const std::vector<int>& layer_groups, int64_t n, double stage_min,
-                                       int64_t min_keep, int64_t stage_min_tokens = 0);
+                                       int64_t min_keep, int64_t stage_min_tokens = 0, int64_t stage_from = 0);
 
 // Per-head budgets over every (layer, KV head) of the cache (index layer * n_head_kv + kvh):
 //  - keep ratio: total = round(keep * base), base = the slots held (group) or the longest head x
@@ -99,11 +109,13 @@ std::vector<int64_t> uncomp_stage_rows(const std::vector<int>& layer_groups, int
 //    already differ (an earlier UNComp compression shaped them) every head drops the same number
 //    of tokens, so each keeps its group's size; otherwise the stepped split.
 // Budgets never exceed what a head holds (the rest goes to the others, or is not kept).
+// obs_window: the scorer's last l queries, kept in every head whatever the keep ratio (with the
+// sinks and the request's window; the official code's sizes always hold its window of 8).
 std::vector<int32_t> uncomp_head_budgets(const KvCache& cache, const CompressRequest& req, const UncompCalibration& cal,
-                                         double n1, double dn, bool base_longest);
+                                         double n1, double dn, bool base_longest, int obs_window = 0);
 // Same with the group sizes given ([cal.groups], group 0 first).
 std::vector<int32_t> uncomp_head_budgets(const KvCache& cache, const CompressRequest& req, const UncompCalibration& cal,
-                                         const std::vector<double>& sizes, bool base_longest);
+                                         const std::vector<double>& sizes, bool base_longest, int obs_window = 0);
 // The official code's 8 sizes (window included), largest-erank group first: 748, 640, 512, 384,
 // 384, 256, 128, 20. Throws unless groups == 8.
 std::vector<double> uncomp_official_ladder(int groups);
@@ -117,6 +129,10 @@ struct UncompOptions {
   bool max_pool = false;   // max pooling instead of average
   double stage_min = 0.375;  // rows the last layer group keeps, as a fraction of the context
   int64_t stage_min_tokens = 0;  // > 0: that many rows instead (official: 1536)
+  // Where the stage steps start: 0 = the prefill's tokens; > 0 that many tokens; -1 = the model's
+  // training context (official: max_token, the length its prompts are truncated to).
+  int64_t stage_max_tokens = 0;
+  bool official = false;   // preset=official: warn when the calibration is not the official preset's
   int stage_queries = 1;   // queries whose attention ranks rows when pruning (paper: the last token)
   std::vector<int> layer_groups;  // group-stage: an explicit layer partition (empty: the calibration's)
 };
@@ -124,7 +140,11 @@ struct UncompOptions {
 // "calibrated" -> {}; "0,0,1,2" (or "0/0/1/2") -> that partition (starts at 0, grows by 0 or 1).
 std::vector<int> uncomp_parse_layer_groups(const std::string& s);
 
-// Scores: the cumulative attention of the last l queries (SnapKV's scorer with window l, avg pool);
+// preset=official: a warning (once) when the stored calibration was not made with preset=official.
+void warn_unless_official_calibration(const nlohmann::json* data);
+
+// Scores: the cumulative attention of the last l queries, pooled over the keys before the window
+// (the official update_kv), the window kept;
 // in group-stage, the prefill row selector.
 class UncompScorer : public Scorer {
  public:
@@ -139,14 +159,14 @@ class UncompScorer : public Scorer {
 
  private:
   UncompOptions o_;
-  std::shared_ptr<const Scorer> window_scorer_;
 };
 
 // Stepped head-group budgets from the model's calibration (any scorer; `uncomp` by default).
 class UncompAllocator : public BudgetAllocator {
  public:
-  UncompAllocator(double n1, double dn, bool base_longest, bool official_ladder = false)
-      : n1_(n1), dn_(dn), base_longest_(base_longest), official_ladder_(official_ladder) {}
+  // obs_window: the scorer's observation window (UncompScorer: l), kept in every head.
+  UncompAllocator(double n1, double dn, bool base_longest, bool official_ladder = false, int obs_window = 0)
+      : n1_(n1), dn_(dn), base_longest_(base_longest), official_ladder_(official_ladder), obs_window_(obs_window) {}
   std::string name() const override { return "uncomp"; }
   Needs needs() const override { return {.stats = {}, .probe = true}; }
   Allocation allocate(const Scores& scores, const PressEnv& env) const override;
@@ -155,6 +175,7 @@ class UncompAllocator : public BudgetAllocator {
   double n1_, dn_;
   bool base_longest_;
   bool official_ladder_;
+  int obs_window_;
 };
 
 // The group-stage prefill row selector (exposed for tests). stage_rows: [n_layer] rows kept from
