@@ -81,7 +81,7 @@ TEST(KvzipCompactorCli, CompressAskCalibrateAndQuality) {
   r = kvshrink("run " + m + " --press kvzip --opt level=head --keep 0.5 --context '" + (dir / "ctx.txt") + "' --question ' Lily' -n 4", dir, env);
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("kvshrink calibrate --press kvzip"), std::string::npos) << r.out;
-  r = kvshrink("calibrate " + m + " --press kvzip --samples 1 --tokens 64 --opt text=pg19 --no-progress", dir, env);
+  r = kvshrink("calibrate " + m + " --data " + test::test_data("eval") + " --press kvzip --samples 1 --tokens 64 --opt text=pg19 --no-progress", dir, env);
   ASSERT_EQ(r.code, 0) << r.out;
   r = kvshrink("run " + m + " --press kvzip --opt level=head --keep 0.5 --context '" + (dir / "ctx.txt") + "' --question ' Lily' -n 4", dir, env);
   EXPECT_EQ(r.code, 0) << r.out;

@@ -34,7 +34,7 @@ TEST(UncompCli, PressesCalibrateRunCompressAskEval) {
   EXPECT_EQ(test::kvshrink_shell("run " + stories + " --press uncomp --keep 0.5 --context '" + story_ctx + "' --question ' Lily' -n 2", out, env), 1)
       << out;
   EXPECT_NE(out.find("kvshrink calibrate --press uncomp"), std::string::npos) << out;
-  ASSERT_EQ(test::kvshrink_shell("calibrate " + stories + " --press uncomp --samples 4 --tokens 32 --no-progress", out, env), 0) << out;
+  ASSERT_EQ(test::kvshrink_shell("calibrate " + stories + " --data " + test::test_data("eval") + " --press uncomp --samples 4 --tokens 32 --no-progress", out, env), 0) << out;
   EXPECT_EQ(test::kvshrink_shell("run " + stories + " --press uncomp --keep 0.5 --context '" + story_ctx + "' --question ' Lily' -n 2", out, env), 0)
       << out;
   // The testbed model with its committed calibration (no KVSHRINK_CALIB_DIR).
