@@ -52,6 +52,11 @@ std::string send_until_answered(int port, const std::string& head, const std::st
 class BodyBudgetMemory : public test::StoriesModelSuite {};
 
 TEST_F(BodyBudgetMemory, ConcurrentLargeRefusedBodiesStayWithinTheBudget) {
+#ifdef __SANITIZE_ADDRESS__
+  // ASan's redzones and freed-memory quarantine hold several times what the program allocates, so
+  // an RSS bound means nothing there (the cost accounting itself is checked in BodyBudget.*).
+  GTEST_SKIP() << "RSS bound not meaningful under AddressSanitizer (its quarantine holds freed memory)";
+#endif
   server::ServeOptions o = test::test_options();
   o.http.limits.max_body_bytes = size_t{8} << 20;
   o.http.connections.max_body_buffer_bytes = size_t{96} << 20;
