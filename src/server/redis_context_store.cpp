@@ -213,6 +213,28 @@ std::vector<std::string> RedisContextStore::restore() {
   return {};
 }
 
+size_t RedisContextStore::delete_contexts(const std::vector<RedisReply>& ids_in_order, const std::string& keep,
+                                          uint64_t& counter) {
+  // A command holds views of its words: the keys must outlive the pipeline call.
+  const std::string ids = prefix_ + "ids";
+  std::vector<std::string> keys;
+  keys.reserve(ids_in_order.size());
+  for (const RedisReply& o : ids_in_order) keys.push_back(key_of(o.str));
+  std::vector<RedisClient::Command> del;
+  for (size_t i = 0; i < ids_in_order.size(); ++i) {
+    const RedisReply& o = ids_in_order[i];
+    if (o.str == keep) continue;
+    del.push_back({"MULTI"});
+    del.push_back({"DEL", keys[i]});
+    del.push_back({"ZREM", ids, o.str});
+    del.push_back({"EXEC"});
+    entries_.erase(o.str);
+    ++counter;
+  }
+  if (!del.empty()) client_->pipeline(del);
+  return del.size() / 4;
+}
+
 void RedisContextStore::put(std::shared_ptr<ServedContext> c) {
   const std::string id = c->info.id;
   if (entries_.count(id)) fail("context '{}' exists already", id);
@@ -268,20 +290,7 @@ void RedisContextStore::put(std::shared_ptr<ServedContext> c) {
         const size_t per = std::max<size_t>(entries_.count(id) ? entries_.at(id).file_bytes : 0, 4096);
         const size_t n = std::min<size_t>((u - policy_.disk_bytes) / per + 1, 256);
         const std::vector<RedisReply> old = client_->command({"ZRANGE", ids, "0", std::to_string(n - 1)}).elements;
-        std::vector<std::string> keys;
-        for (const RedisReply& o : old) keys.push_back(key_of(o.str));
-        std::vector<RedisClient::Command> del;
-        for (size_t i = 0; i < old.size(); ++i) {
-          if (old[i].str == id) continue;
-          del.push_back({"MULTI"});
-          del.push_back({"DEL", keys[i]});
-          del.push_back({"ZREM", ids, old[i].str});
-          del.push_back({"EXEC"});
-          entries_.erase(old[i].str);
-          ++counters_.deleted_disk;
-        }
-        if (del.empty()) return;  // only the new context is left: it stays
-        client_->pipeline(del);
+        if (delete_contexts(old, id, counters_.deleted_disk) == 0) return;  // only the new context is left: it stays
       }
     } catch (const RedisError&) {
       // unreachable now: the next put tries again
@@ -296,19 +305,7 @@ void RedisContextStore::put(std::shared_ptr<ServedContext> c) {
       if (n > static_cast<long long>(max_contexts_)) {
         const std::string last = std::to_string(n - static_cast<long long>(max_contexts_) - 1);
         const std::vector<RedisReply> old = client_->command({"ZRANGE", ids, "0", last}).elements;
-        std::vector<std::string> keys;
-        for (const RedisReply& o : old) keys.push_back(key_of(o.str));
-        std::vector<RedisClient::Command> del;
-        for (size_t i = 0; i < old.size(); ++i) {
-          if (old[i].str == id) continue;
-          del.push_back({"MULTI"});
-          del.push_back({"DEL", keys[i]});
-          del.push_back({"ZREM", ids, old[i].str});
-          del.push_back({"EXEC"});
-          entries_.erase(old[i].str);
-          ++deleted_count_;
-        }
-        if (!del.empty()) client_->pipeline(del);
+        delete_contexts(old, id, deleted_count_);
       }
     } catch (const RedisError&) {
     }

@@ -91,6 +91,9 @@ class RedisContextStore : public MemoryContextStore {
   [[noreturn]] void other_model(const std::string& id, const std::string& model, const std::string& fingerprint) const;
   void publish_resident();  // the ids held here, for lookup() and the watcher
   void watch();             // the watcher thread's loop
+  // Deletes the contexts named (a ZRANGE reply), each key and index entry in one MULTI, all in one
+  // pipeline, except `keep`; counts each in `counter`. Returns how many it deleted.
+  size_t delete_contexts(const std::vector<RedisReply>& ids_in_order, const std::string& keep, uint64_t& counter);
 
   std::unique_ptr<RedisClient> client_;
   ContextCodec& codec_;
