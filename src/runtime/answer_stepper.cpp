@@ -23,6 +23,30 @@ AnswerStepper::AnswerStepper(Engine& engine, Sequence seq, CompressionSpec spec,
   // the step's calling thread for every sequence and layer.
   if (!compresses_while_answering(spec_)) seq_.stats.reset();
   peak_ = seq_.cache->bytes_held();
+  if (opt_.sampler.repetition_penalty != 1.0f) {  // the repetition penalty counts the context and the question
+    std::vector<int32_t> prompt = source_ ? source_->tokens : std::vector<int32_t>{};
+    prompt.insert(prompt.end(), question_.begin(), question_.end());
+    sampler_.set_prompt(prompt);
+  }
+}
+
+void AnswerStepper::run_alone() {
+  KVS_ASSERT(phase_ == Phase::Prefill);
+  // Rows of logits per chunk: at most 256, and at most ~64 MiB of them.
+  const int64_t V = engine_.hp().n_vocab;
+  const int64_t cap_rows = std::clamp<int64_t>((int64_t{64} << 20) / (4 * std::max<int64_t>(V, 1)), 1, 256);
+  const int64_t rows = std::min(prefill_left(), cap_rows);
+  compress_for_cap(static_cast<int>(rows));
+  const auto chunk = std::span<const int32_t>(question_).subspan(static_cast<size_t>(fed_), static_cast<size_t>(rows));
+  const std::vector<float> logits = engine_.forward(*seq_.cache, chunk, Logits::All, seq_.stats.get());
+  const int64_t q = static_cast<int64_t>(question_.size());
+  // Row r predicts question[fed_ + r + 1]; the question's last row predicts the answer's first token.
+  const int64_t scored = std::min(rows, q - 1 - fed_);
+  if (scored > 0)
+    score_rows(logits, V, std::span<const int32_t>(question_).subspan(static_cast<size_t>(fed_ + 1), static_cast<size_t>(scored)),
+               std::max(opt_.logprobs, 0), question_lp_);
+  pending_ = rows;
+  after_step(std::span<const float>(logits).subspan(static_cast<size_t>((rows - 1) * V), static_cast<size_t>(V)));
 }
 
 namespace {
@@ -129,19 +153,29 @@ void AnswerStepper::sample(std::span<const float> logits) {
   const int32_t next = presampled_ >= 0 ? presampled_ : sampler_.sample(logits);
   presampled_ = -1;
   if (opt_.stop_at_eog && tok.is_eog(next)) {
+    // Listed with the log-probabilities (as vLLM lists it), not in the tokens or the text.
+    if (opt_.logprobs >= 0) token_lp_.push_back(score_token(logits, next, opt_.logprobs));
     phase_ = Phase::Done;
     finish_ = FinishReason::Stop;
     return;
   }
+  if (opt_.logprobs >= 0) token_lp_.push_back(score_token(logits, next, opt_.logprobs));
+  sampler_.accept(next);
   tokens_.push_back(next);
+  const size_t before = text_.size();
   text_ += tok.token_bytes(next);
+  // The earliest stop string in the text is where it is cut; only a match that ends in the new
+  // bytes is new (the earlier text was searched before).
+  size_t cut = std::string::npos;
   for (const auto& st : opt_.stop) {
-    const auto p = text_.find(st);
-    if (!st.empty() && p != std::string::npos) {
-      text_.resize(p);
-      phase_ = Phase::Done;
-      finish_ = FinishReason::Stop;
-    }
+    if (st.empty()) continue;
+    const auto p = text_.find(st, before >= st.size() ? before - st.size() + 1 : 0);
+    cut = std::min(cut, p);
+  }
+  if (cut != std::string::npos) {
+    text_.resize(cut);
+    phase_ = Phase::Done;
+    finish_ = FinishReason::Stop;
   }
   if (phase_ == Phase::Done) return;
   if (static_cast<int>(tokens_.size()) == opt_.max_new_tokens) {

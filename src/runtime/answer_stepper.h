@@ -21,6 +21,7 @@
 #include "runtime/context_builder.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
+#include "runtime/token_logprobs.h"
 
 namespace kvs {
 
@@ -37,6 +38,10 @@ class AnswerStepper : public Stepper {
 
   Phase phase() const override { return phase_; }
   int64_t prefill_left() const override { return static_cast<int64_t>(question_.size()) - fed_; }
+  // With AnswerOptions::score_question the question is prefilled alone, in chunks whose logits
+  // are kept at every position (forward_batch keeps only the last row's).
+  bool runs_alone() const override { return opt_.score_question && phase_ == Phase::Prefill; }
+  void run_alone() override;
   Engine::BatchItem next_item(int max_rows) override;
   void after_step(std::span<const float> logits) override;
   // Samples now when after_step will sample from these logits (the same draw: the sampler is this
@@ -45,6 +50,11 @@ class AnswerStepper : public Stepper {
 
   // What has been generated so far (text cut at a stop string once one appears).
   const std::vector<int32_t>& tokens() const { return tokens_; }
+  // AnswerOptions::logprobs >= 0: one entry per token in tokens() (and one more for an
+  // end-of-generation token that stopped the answer); with score_question, one per
+  // question token after the first (entry k scores question[k + 1]).
+  const std::vector<TokenLogprob>& token_logprobs() const { return token_lp_; }
+  const std::vector<TokenLogprob>& question_logprobs() const { return question_lp_; }
   const std::string& text() const { return text_; }
   FinishReason finish_reason() const { return finish_; }
   const Sequence& sequence() const { return seq_; }
@@ -77,6 +87,7 @@ class AnswerStepper : public Stepper {
   FinishReason finish_ = FinishReason::None;
   int64_t fed_ = 0, pending_ = 0;
   std::vector<int32_t> tokens_;
+  std::vector<TokenLogprob> token_lp_, question_lp_;
   std::string text_;
   int32_t next_ = -1;       // the token the next decode step feeds
   int32_t presampled_ = -1;  // presample's token for the next sample(), or -1

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "core/error.h"
 #include "kernels/ops.h"
@@ -27,6 +28,55 @@ Sampler::Sampler(const SamplerParams& p) : p_(p), rng_(p.seed) {
   if (p.top_k < 0) fail("--top-k must be >= 0 (got {})", p.top_k);
   if (!(p.top_p > 0 && p.top_p <= 1)) fail("--top-p must be in (0, 1] (got {})", p.top_p);
   if (!(p.min_p >= 0 && p.min_p < 1)) fail("--min-p must be in [0, 1) (got {})", p.min_p);
+  if (!std::isfinite(p.presence_penalty) || !std::isfinite(p.frequency_penalty))
+    fail("presence and frequency penalties must be finite");
+  if (!(p.repetition_penalty > 0) || !std::isfinite(p.repetition_penalty))
+    fail("the repetition penalty must be a finite number > 0 (got {})", p.repetition_penalty);
+  for (const auto& [t, b] : p.logit_bias)
+    if (t < 0 || std::isnan(b)) fail("logit bias: token {} or bias {} is invalid", t, b);
+}
+
+void apply_logit_adjustments(std::span<float> logits, const SamplerParams& p, const std::unordered_set<int32_t>& prompt,
+                             const std::unordered_map<int32_t, int32_t>& counts) {
+  const auto n = static_cast<int64_t>(logits.size());
+  for (const auto& [t, b] : p.logit_bias) {
+    if (t >= n) continue;
+    float& x = logits[static_cast<size_t>(t)];
+    x = b <= kBanBias ? -std::numeric_limits<float>::infinity() : x + b;
+  }
+  if (p.repetition_penalty != 1.0f) {
+    auto penalise = [&](int32_t t) {
+      if (t < 0 || t >= n) return;
+      float& x = logits[static_cast<size_t>(t)];
+      x = x > 0 ? x / p.repetition_penalty : x * p.repetition_penalty;
+    };
+    for (int32_t t : prompt) penalise(t);
+    for (const auto& [t, c] : counts)
+      if (!prompt.count(t)) penalise(t);
+  }
+  if (p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f) {
+    for (const auto& [t, c] : counts) {
+      if (t < 0 || t >= n || c <= 0) continue;
+      logits[static_cast<size_t>(t)] -= p.frequency_penalty * static_cast<float>(c) + p.presence_penalty;
+    }
+  }
+}
+
+void Sampler::set_prompt(std::span<const int32_t> prompt) {
+  prompt_.clear();
+  if (p_.repetition_penalty == 1.0f) return;  // only the repetition penalty reads the prompt
+  prompt_.insert(prompt.begin(), prompt.end());
+}
+
+void Sampler::accept(int32_t token) {
+  if (p_.adjusts_logits()) ++counts_[token];
+}
+
+std::span<const float> Sampler::adjusted(std::span<const float> logits) {
+  if (!p_.adjusts_logits()) return logits;
+  adj_.assign(logits.begin(), logits.end());
+  apply_logit_adjustments(adj_, p_, prompt_, counts_);
+  return adj_;
 }
 
 // The distribution is the one the filters define on the candidates sorted by probability (lowest
@@ -39,17 +89,23 @@ Sampler::Sampler(const SamplerParams& p) : p_(p), rng_(p.seed) {
 // A draw walks the kept candidates in token order (then the sorted part of the cut bucket): the
 // same distribution as a walk in sorted order, not the same token per seed as versions before
 // 2026-11-28.
-int32_t Sampler::sample(std::span<const float> logits) {
+int32_t Sampler::sample(std::span<const float> raw) {
+  const std::span<const float> logits = adjusted(raw);
   if (p_.temp <= 0.0f) return argmax(logits);
   const size_t n = logits.size();
   KVS_ASSERT(n > 0);
   // cand_ [m]: (scaled logit, token id) of the candidates, in token order unless top-k reordered them.
   cand_.resize(n);
   for (size_t i = 0; i < n; ++i) cand_[i] = {logits[i] / p_.temp, static_cast<int32_t>(i)};
+  if (p_.adjusts_logits()) {  // banned tokens (-inf) are no candidates: the vector exp would not give them exactly 0
+    std::erase_if(cand_, [](const std::pair<float, int32_t>& c) { return c.first == -std::numeric_limits<float>::infinity(); });
+    if (cand_.empty()) return argmax(logits);
+  }
+  const size_t n_cand = cand_.size();
   auto before = [](const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
     return a.first > b.first || (a.first == b.first && a.second < b.second);
   };
-  if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < n) {
+  if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < n_cand) {
     // A heap of the best k: about one comparison per token for the usual small k (nth_element
     // measured 3.4x slower at k = 40).
     std::partial_sort(cand_.begin(), cand_.begin() + p_.top_k, cand_.end(), before);

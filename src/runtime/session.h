@@ -45,6 +45,10 @@ struct AnswerOptions {
   SamplerParams sampler;                 // greedy by default
   std::vector<std::string> stop;         // stop once the text contains one of these (not included)
   bool stop_at_eog = true;
+  // >= 0: AnswerStepper records the log-probability of each token it generates (and, with
+  // score_question, of each question token after the first) with this many most likely tokens.
+  int logprobs = -1;
+  bool score_question = false;
 };
 
 struct Answer {

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
+#include <optional>
 #include <random>
 
 #include "core/error.h"
@@ -14,6 +15,7 @@
 #include "server/chat_prompt.h"
 #include "server/connection_watch.h"
 #include "server/http_server.h"
+#include "server/logprobs_json.h"
 #include "server/text_stream.h"
 
 namespace kvs::server {
@@ -74,24 +76,62 @@ nlohmann::json timings_json(const JobUsage& u) {
 
 std::string sse(const nlohmann::json& j) { return "data: " + dump_json(j) + "\n\n"; }
 
-// Everything one streamed response needs between calls of its content provider.
-struct Stream {
+// One choice of a response: its job, and what its answer is shown with.
+struct Choice {
   std::shared_ptr<Job> job;
-  ConnectionWatch watch;
+  int index = 0;                  // prompt x n + sample
+  bool echo_on = false;           // the prompt is echoed first
+  std::string echo;               // the prompt's text when echoing
+  std::vector<int32_t> prompt;    // the prompt's tokens (echo with logprobs)
+  // Streaming state.
   TextStream text;
   uint64_t seen = 0;
-  bool chat = false, include_usage = false, sent_role = false, finished = false;
+  size_t lp_sent = 0;
+  bool sent_role = false, echo_sent = false, finished = false;
+  std::optional<CompletionLogprobs> legacy;  // offsets run on across chunks
+};
+
+// Sums the choices' usage: every prompt counted once, every answer; KV bytes summed, the keep ratio
+// their mean.
+JobUsage total_usage(const std::vector<JobUsage>& us, int n) {
+  JobUsage t = us.front();
+  for (size_t i = 1; i < us.size(); ++i) {
+    const JobUsage& u = us[i];
+    if (i % static_cast<size_t>(n) == 0) {
+      t.prompt_tokens += u.prompt_tokens;
+      t.cached_tokens += u.cached_tokens;
+    }
+    t.completion_tokens += u.completion_tokens;
+    t.kv_bytes_full += u.kv_bytes_full;
+    t.kv_bytes_held += u.kv_bytes_held;
+    t.kv_bytes_peak += u.kv_bytes_peak;
+    t.keep_ratio += u.keep_ratio;
+    t.evictions += u.evictions;
+    t.kv_memory_exhausted = t.kv_memory_exhausted || u.kv_memory_exhausted;
+  }
+  t.keep_ratio /= static_cast<double>(us.size());
+  return t;
+}
+
+// Everything one streamed response needs between calls of its content provider.
+struct Stream {
+  std::vector<Choice> choices;
+  const Tokenizer* tok = nullptr;
+  ConnectionWatch watch;
+  bool chat = false, include_usage = false, logprobs = false, finished = false;
+  int n = 1;
   std::string id, model;
   int64_t created = 0;
+  std::vector<JobUsage> usage;  // per choice (index order), once done
 
-  nlohmann::json chunk(const std::string& delta, const std::string& finish) const {
-    nlohmann::json c;
-    c["id"] = id;
-    c["object"] = chat ? "chat.completion.chunk" : "text_completion";
-    c["created"] = created;
-    c["model"] = model;
+  nlohmann::json chunk(const Choice& c, const std::string& delta, const std::string& finish) const {
+    nlohmann::json j;
+    j["id"] = id;
+    j["object"] = chat ? "chat.completion.chunk" : "text_completion";
+    j["created"] = created;
+    j["model"] = model;
     nlohmann::json choice;
-    choice["index"] = 0;
+    choice["index"] = c.index;
     if (chat) {
       choice["delta"] = finish.empty() ? nlohmann::json{{"content", delta}} : nlohmann::json::object();
     } else {
@@ -99,8 +139,73 @@ struct Stream {
     }
     choice["logprobs"] = nullptr;
     choice["finish_reason"] = finish.empty() ? nlohmann::json(nullptr) : nlohmann::json(finish);
-    c["choices"] = nlohmann::json::array({choice});
-    return c;
+    j["choices"] = nlohmann::json::array({choice});
+    return j;
+  }
+
+  void cancel_all() {
+    for (Choice& c : choices) c.job->cancel();
+  }
+
+  // What is new in one choice, as SSE events; false when its job failed (`out` then holds the error).
+  bool pump_choice(Choice& c, std::string& out) {
+    const JobSnapshot s = c.job->snapshot();
+    if (s.version == c.seen && c.sent_role) return true;
+    c.seen = s.version;
+    if (chat && !c.sent_role) {
+      nlohmann::json j = chunk(c, "", "");
+      j["choices"][0]["delta"] = {{"role", "assistant"}, {"content", ""}};
+      out += sse(j);
+      c.sent_role = true;
+    }
+    c.sent_role = true;
+    if (s.state == JobSnapshot::State::Failed) {
+      out += sse(s.error ? s.error->to_json() : bad_request("failed").to_json());
+      return false;
+    }
+    const bool done = s.state == JobSnapshot::State::Done;
+    if (c.echo_on && !c.echo_sent && !c.job->input.score_prompt) {
+      out += sse(chunk(c, c.echo, ""));
+      c.echo_sent = true;
+    }
+    if (c.echo_on && !c.echo_sent && c.job->input.score_prompt && s.prompt_scored) {
+      nlohmann::json j = chunk(c, c.echo, "");
+      CompletionLogprobs lp(*tok);
+      lp.add_prompt(c.prompt, c.job->prompt_logprobs());
+      j["choices"][0]["logprobs"] = lp.json();
+      c.legacy.emplace(*tok, c.echo.size());
+      out += sse(j);
+      c.echo_sent = true;
+    }
+    if (c.echo_on && !c.echo_sent) return true;  // the prompt goes first
+    const std::string d = done ? c.text.finish(s.text) : c.text.update(s.text);
+    std::vector<TokenLogprob> lp;
+    if (logprobs && s.n_logprobs > c.lp_sent) {
+      lp = c.job->logprobs(c.lp_sent, s.n_logprobs);
+      c.lp_sent = s.n_logprobs;
+    }
+    if (!d.empty() || !lp.empty()) {
+      nlohmann::json j = chunk(c, d, "");
+      if (logprobs) {
+        if (chat) {
+          j["choices"][0]["logprobs"] = {{"content", chat_logprob_content(*tok, lp)}, {"refusal", nullptr}};
+        } else {
+          if (!c.legacy) c.legacy.emplace(*tok, c.echo.size());
+          c.legacy->clear();
+          c.legacy->add(lp);
+          j["choices"][0]["logprobs"] = c.legacy->json();
+        }
+      }
+      out += sse(j);
+    }
+    if (done) {
+      nlohmann::json last = chunk(c, "", s.finish_reason);
+      last["timings"] = timings_json(s.usage);
+      out += sse(last);
+      c.finished = true;
+      usage[static_cast<size_t>(&c - choices.data())] = s.usage;
+    }
+    return true;
   }
 
   // One call of the content provider: waits a little for progress, writes what is new.
@@ -109,49 +214,65 @@ struct Stream {
       sink.done();
       return true;
     }
-    const JobSnapshot s = job->wait(seen, kPoll);
-    seen = s.version;
-    if (s.state == JobSnapshot::State::Cancelled || watch.closed()) {
-      job->cancel();
+    if (watch.closed()) {
+      cancel_all();
       return false;
     }
     std::string out;
-    if (chat && !sent_role) {
-      nlohmann::json c = chunk("", "");
-      c["choices"][0]["delta"] = {{"role", "assistant"}, {"content", ""}};
-      out += sse(c);
-      sent_role = true;
+    bool failed = false;
+    for (int pass = 0; pass < 2 && out.empty() && !failed; ++pass) {
+      for (Choice& c : choices) {
+        if (c.finished) continue;
+        if (c.job->snapshot().state == JobSnapshot::State::Cancelled) {
+          cancel_all();
+          return false;
+        }
+        if (!pump_choice(c, out)) {
+          failed = true;
+          break;
+        }
+      }
+      if (out.empty() && !failed) {
+        // Nothing new: wait for the first unfinished choice to move (or kPoll).
+        for (Choice& c : choices) {
+          if (c.finished) continue;
+          c.job->wait(c.seen, kPoll);
+          break;
+        }
+      }
     }
-    if (s.state == JobSnapshot::State::Running || s.state == JobSnapshot::State::Queued) {
-      const std::string d = text.update(s.text);
-      if (!d.empty()) out += sse(chunk(d, ""));
-    } else if (s.state == JobSnapshot::State::Done) {
-      const std::string d = text.finish(s.text);
-      if (!d.empty()) out += sse(chunk(d, ""));
-      nlohmann::json last = chunk("", s.finish_reason);
-      last["timings"] = timings_json(s.usage);
-      out += sse(last);
+    const bool all_done = std::all_of(choices.begin(), choices.end(), [](const Choice& c) { return c.finished; });
+    if (failed) {
+      cancel_all();
+      out += "data: [DONE]\n\n";
+      finished = true;
+    } else if (all_done) {
       if (include_usage) {
-        nlohmann::json u = chunk("", "");
+        nlohmann::json u = chunk(choices.front(), "", "");
         u["choices"] = nlohmann::json::array();
-        u["usage"] = usage_json(s.usage);
+        u["usage"] = usage_json(total_usage(usage, n));
         out += sse(u);
       }
       out += "data: [DONE]\n\n";
       finished = true;
-    } else if (s.state == JobSnapshot::State::Failed) {
-      out += sse(s.error ? s.error->to_json() : bad_request("failed").to_json());
-      out += "data: [DONE]\n\n";
-      finished = true;
     }
     if (!out.empty() && !sink.write(out.data(), out.size())) {
-      job->cancel();
+      cancel_all();
       return false;
     }
     if (finished) sink.done();
     return true;
   }
 };
+
+// choice (prompt p, sample j)'s seed: the request's for sample 0, then a splitmix64 mix of it and j.
+uint64_t sample_seed(uint64_t seed, int j) {
+  if (j == 0) return seed;
+  uint64_t z = seed + static_cast<uint64_t>(j) * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
 
 }  // namespace
 
@@ -169,77 +290,133 @@ std::vector<int32_t> HttpServer::tokenize_bounded(std::string_view text, bool ad
 }
 
 void HttpServer::handle_generate(const httplib::Request&, httplib::Response& res, const std::string& raw, bool chat) {
+  std::vector<Choice> choices;
+  auto cancel_all = [&] {
+    for (Choice& c : choices) c.job->cancel();
+  };
   try {
     const RequestLimits& lim = opt_.limits;
     const nlohmann::json body = parse_body(raw, lim);
     GenerateRequest r = chat ? parse_chat(body, lim) : parse_completion(body, lim);
     const Tokenizer& tok = *model_.tokenizer;
-    JobInput in;
-    in.kind = JobInput::Kind::Generate;
+    const char* param = chat ? "messages" : "prompt";
     std::optional<ContextInfo> ci;
     if (r.context_id) {
       ci = sched_.context_info(*r.context_id);
       if (!ci) throw not_found(fmt::format("no context '{}'", *r.context_id), "context_not_found");
-      in.context_id = *r.context_id;
     }
-    try {
-      if (chat && ci) {
-        if (ci->format != "chat")
-          throw bad_request(fmt::format("context '{}' was created from text: continue it with /v1/completions, or create "
-                                        "it from messages for chat",
-                                        ci->id),
-                            "context_id", "context_format");
-        in.tokens = tokenize_bounded(continuation(tok, ci->roles, r.messages), false, true, "conversation", "messages");
-      } else if (chat) {
-        in.tokens = tokenize_bounded(render_chat(tok, r.messages), true, true, "conversation", "messages");
-      } else if (r.prompt_ids) {
-        in.tokens = *r.prompt_ids;
-      } else {
-        in.tokens = tokenize_bounded(r.prompt, /*add_special=*/!ci, false, "prompt", "prompt");
+    const bool score_prompt = r.echo && r.logprobs >= 0;
+    if (score_prompt && ci)
+      throw bad_request("echo with logprobs scores the prompt from its first token; on a stored context the first "
+                        "question token's prediction was made when the context was created and is not kept: send the "
+                        "context and the question as one prompt",
+                        "echo");
+    // One JobInput per prompt: its tokens, and its text when echoed.
+    struct Prompt {
+      std::vector<int32_t> tokens;
+      std::string echo;
+    };
+    std::vector<Prompt> prompts;
+    const size_t n_prompts = chat ? 1 : r.prompts.size();
+    for (size_t pi = 0; pi < n_prompts; ++pi) {
+      Prompt pr;
+      try {
+        if (chat && ci) {
+          if (ci->format != "chat")
+            throw bad_request(fmt::format("context '{}' was created from text: continue it with /v1/completions, or "
+                                          "create it from messages for chat",
+                                          ci->id),
+                              "context_id", "context_format");
+          pr.tokens = tokenize_bounded(continuation(tok, ci->roles, r.messages), false, true, "conversation", param);
+        } else if (chat) {
+          pr.tokens = tokenize_bounded(render_chat(tok, r.messages), true, true, "conversation", param);
+        } else if (r.prompts[pi].ids) {
+          pr.tokens = *r.prompts[pi].ids;
+          if (r.echo) pr.echo = tok.decode(pr.tokens);
+        } else {
+          pr.tokens = tokenize_bounded(r.prompts[pi].text, /*add_special=*/!ci, false, "prompt", param);
+          if (r.echo) pr.echo = r.prompts[pi].text;
+        }
+      } catch (const ApiError&) {
+        throw;
+      } catch (const Error& e) {
+        throw bad_request(e.what(), param);
       }
-    } catch (const Error& e) {
-      throw bad_request(e.what(), chat ? "messages" : "prompt");
+      const std::string which = n_prompts > 1 ? fmt::format("prompt[{}]", pi) : "prompt";
+      if (pr.tokens.empty())
+        throw bad_request(ci ? "the prompt is empty: a question on a context needs at least one token"
+                             : fmt::format("the {} tokenized to nothing", which),
+                          param);
+      if (static_cast<int64_t>(pr.tokens.size()) > lim.max_prompt_tokens)
+        throw bad_request(fmt::format("the {} has {} tokens, more than this server's limit of {}", which,
+                                      pr.tokens.size(), lim.max_prompt_tokens),
+                          param, "context_length_exceeded");
+      const int64_t positions = (ci ? ci->n_tokens : 0) + static_cast<int64_t>(pr.tokens.size()) + r.max_tokens;
+      if (positions > lim.ctx_size)
+        throw bad_request(fmt::format("{}{}{} prompt tokens + {} max_tokens = {} positions, more than this server's "
+                                      "context of {} (--ctx-size)",
+                                      n_prompts > 1 ? which + ": " : "",
+                                      ci ? fmt::format("{} context tokens + ", ci->n_tokens) : "", pr.tokens.size(),
+                                      r.max_tokens, positions, lim.ctx_size),
+                          "max_tokens", "context_length_exceeded");
+      if (r.compression && pr.tokens.size() < 2)
+        throw bad_request("kv_compression needs a prompt of at least 2 tokens (all but the last are compressed)",
+                          "kv_compression");
+      prompts.push_back(std::move(pr));
     }
-    if (in.tokens.empty())
-      throw bad_request(ci ? "the prompt is empty: a question on a context needs at least one token"
-                           : "the prompt tokenized to nothing",
-                        chat ? "messages" : "prompt");
-    if (static_cast<int64_t>(in.tokens.size()) > lim.max_prompt_tokens)
-      throw bad_request(fmt::format("the prompt has {} tokens, more than this server's limit of {}", in.tokens.size(),
-                                    lim.max_prompt_tokens),
-                        chat ? "messages" : "prompt", "context_length_exceeded");
-    const int64_t positions = (ci ? ci->n_tokens : 0) + static_cast<int64_t>(in.tokens.size()) + r.max_tokens;
-    if (positions > lim.ctx_size)
-      throw bad_request(fmt::format("{}{} prompt tokens + {} max_tokens = {} positions, more than this server's context "
-                                    "of {} (--ctx-size)",
-                                    ci ? fmt::format("{} context tokens + ", ci->n_tokens) : "", in.tokens.size(),
-                                    r.max_tokens, positions, lim.ctx_size),
-                        "max_tokens", "context_length_exceeded");
-    if (r.compression && in.tokens.size() < 2)
-      throw bad_request("kv_compression needs a prompt of at least 2 tokens (all but the last are compressed)",
-                        "kv_compression");
-    in.compression = r.compression ? *r.compression : no_compression();
-    in.answer.max_new_tokens = r.max_tokens;
-    in.answer.sampler = r.sampler;
-    if (!r.seeded) in.answer.sampler.seed = random_u64();
-    in.answer.stop = r.stop;
-    in.answer.stop_at_eog = !r.ignore_eos;
-
-    auto job = std::make_shared<Job>(std::move(in));
-    sched_.submit(job);
+    const uint64_t seed = r.seeded ? r.sampler.seed : random_u64();
+    for (size_t pi = 0; pi < prompts.size(); ++pi) {
+      for (int j = 0; j < r.n; ++j) {
+        JobInput in;
+        in.kind = JobInput::Kind::Generate;
+        if (ci) in.context_id = *r.context_id;
+        in.tokens = prompts[pi].tokens;
+        in.compression = r.compression ? *r.compression : no_compression();
+        in.answer.max_new_tokens = r.max_tokens;
+        in.answer.sampler = r.sampler;
+        // Unseeded: every choice draws its own; seeded: derived from the seed, the same per sample
+        // index whatever the prompt.
+        in.answer.sampler.seed = r.seeded ? sample_seed(seed, j) : random_u64();
+        in.answer.stop = r.stop;
+        in.answer.stop_at_eog = !r.ignore_eos;
+        in.answer.logprobs = r.logprobs;
+        in.score_prompt = score_prompt;
+        Choice c;
+        c.index = static_cast<int>(pi) * r.n + j;
+        c.echo_on = r.echo;
+        c.echo = prompts[pi].echo;
+        if (score_prompt) c.prompt = prompts[pi].tokens;
+        c.text = TextStream(r.stop);
+        c.job = std::make_shared<Job>(std::move(in));
+        choices.push_back(std::move(c));
+      }
+    }
+    // All or nothing: a choice the queue cannot take cancels those already queued.
+    for (Choice& c : choices) sched_.submit(c.job);
     const ConnectionWatch watch;
-    const JobSnapshot first = await(*job, watch, admitted);
-    if (first.state == JobSnapshot::State::Failed) return send_error(res, *first.error);
-    if (first.state == JobSnapshot::State::Cancelled) {
-      res.status = 499;
-      return;
+    for (Choice& c : choices) {
+      const JobSnapshot first = await(*c.job, watch, admitted);
+      if (first.state == JobSnapshot::State::Failed) {
+        cancel_all();
+        return send_error(res, *first.error);
+      }
+      if (first.state == JobSnapshot::State::Cancelled) {
+        cancel_all();
+        res.status = 499;
+        return;
+      }
     }
     const std::string id = fmt::format("{}-{:016x}", chat ? "chatcmpl" : "cmpl", random_u64());
     const int64_t created = static_cast<int64_t>(std::time(nullptr));
     if (r.stream) {
-      auto st = std::make_shared<Stream>(Stream{job, watch, TextStream(r.stop)});
+      auto st = std::make_shared<Stream>();
+      st->choices = std::move(choices);
+      st->usage.resize(st->choices.size());
+      st->tok = &tok;
       st->chat = chat;
       st->include_usage = r.include_usage;
+      st->logprobs = r.logprobs >= 0;
+      st->n = r.n;
       st->id = id;
       st->model = opt_.model_id;
       st->created = created;
@@ -248,14 +425,8 @@ void HttpServer::handle_generate(const httplib::Request&, httplib::Response& res
       res.set_chunked_content_provider(
           "text/event-stream", [st](size_t, httplib::DataSink& sink) { return st->pump(sink); },
           [st](bool) {
-            if (!st->finished) st->job->cancel();
+            if (!st->finished) st->cancel_all();
           });
-      return;
-    }
-    const JobSnapshot s = await(*job, watch, finished);
-    if (s.state == JobSnapshot::State::Failed) return send_error(res, *s.error);
-    if (s.state == JobSnapshot::State::Cancelled) {
-      res.status = 499;
       return;
     }
     nlohmann::json out;
@@ -263,24 +434,55 @@ void HttpServer::handle_generate(const httplib::Request&, httplib::Response& res
     out["object"] = chat ? "chat.completion" : "text_completion";
     out["created"] = created;
     out["model"] = opt_.model_id;
-    nlohmann::json choice;
-    choice["index"] = 0;
-    if (chat) {
-      choice["message"] = {{"role", "assistant"}, {"content", s.text}};
-    } else {
-      choice["text"] = s.text;
+    out["choices"] = nlohmann::json::array();
+    std::vector<JobUsage> usage;
+    for (Choice& c : choices) {
+      const JobSnapshot s = await(*c.job, watch, finished);
+      if (s.state == JobSnapshot::State::Failed) {
+        cancel_all();
+        return send_error(res, *s.error);
+      }
+      if (s.state == JobSnapshot::State::Cancelled) {
+        cancel_all();
+        res.status = 499;
+        return;
+      }
+      usage.push_back(s.usage);
+      nlohmann::json choice;
+      choice["index"] = c.index;
+      const std::vector<TokenLogprob> lp = r.logprobs >= 0 ? c.job->logprobs(0, s.n_logprobs) : std::vector<TokenLogprob>{};
+      if (chat) {
+        choice["message"] = {{"role", "assistant"}, {"content", s.text}};
+        choice["logprobs"] = r.logprobs >= 0 ? nlohmann::json{{"content", chat_logprob_content(tok, lp)}, {"refusal", nullptr}}
+                                             : nlohmann::json(nullptr);
+      } else {
+        choice["text"] = c.echo + s.text;
+        if (r.logprobs >= 0) {
+          CompletionLogprobs l(tok);
+          if (score_prompt) {
+            l.add_prompt(c.prompt, c.job->prompt_logprobs());
+            l.set_offset(c.echo.size());
+          }
+          l.add(lp);
+          choice["logprobs"] = l.json();
+        } else {
+          choice["logprobs"] = nullptr;
+        }
+      }
+      choice["finish_reason"] = s.finish_reason;
+      out["choices"].push_back(std::move(choice));
     }
-    choice["logprobs"] = nullptr;
-    choice["finish_reason"] = s.finish_reason;
-    out["choices"] = nlohmann::json::array({choice});
-    out["usage"] = usage_json(s.usage);
-    out["timings"] = timings_json(s.usage);
+    out["usage"] = usage_json(total_usage(usage, r.n));
+    out["timings"] = timings_json(usage.front());
     res.set_content(dump_json(out), "application/json");
   } catch (const ApiError& e) {
+    cancel_all();
     send_error(res, e);
   } catch (const Error& e) {
+    cancel_all();
     send_error(res, bad_request(e.what()));
   } catch (const std::exception& e) {
+    cancel_all();
     send_error(res, ApiError(500, fmt::format("internal error: {}", e.what()), "server_error"));
   }
 }

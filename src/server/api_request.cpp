@@ -9,6 +9,7 @@
 #include "press/params.h"
 #include "press/registry.h"
 #include "server/json_fields.h"
+#include "server/sampling_fields.h"
 
 namespace kvs::server {
 
@@ -141,21 +142,7 @@ void refuse_unsupported(const JsonFields& f) {
   auto unsupported = [&](const char* key, const std::string& what) {
     throw bad_request(fmt::format("'{}' {} is not supported by this server", key, what), key, "unsupported_parameter");
   };
-  if (auto n = f.integer("n", 1, 128); n && *n != 1) unsupported("n", "other than 1");
-  if (auto n = f.integer("best_of", 1, 128); n && *n != 1) unsupported("best_of", "other than 1");
-  if (f.boolean("echo").value_or(false)) unsupported("echo", "true");
   if (auto s = f.string("suffix", 1 << 20); s && !s->empty()) unsupported("suffix", "");
-  if (const nlohmann::json* lp = f.get("logprobs")) {
-    if (!(lp->is_boolean() && !lp->get<bool>()) && !(lp->is_number_integer() && lp->get<int64_t>() == 0))
-      unsupported("logprobs", "");
-  }
-  if (auto n = f.integer("top_logprobs", 0, 20); n && *n != 0) unsupported("top_logprobs", "");
-  for (const char* k : {"presence_penalty", "frequency_penalty"})
-    if (auto p = f.number(k, -2.0, 2.0); p && *p != 0.0) unsupported(k, "other than 0");
-  if (const nlohmann::json* lb = f.get("logit_bias")) {
-    if (!lb->is_object()) f.bad("logit_bias", "must be an object");
-    if (!lb->empty()) unsupported("logit_bias", "");
-  }
   if (const nlohmann::json* rf = f.get("response_format")) {
     JsonFields r(*rf, "response_format.");
     if (r.string("type", 64).value_or("text") != "text") unsupported("response_format", "other than text");
@@ -209,19 +196,31 @@ void parse_common(const JsonFields& f, const RequestLimits& lim, GenerateRequest
   f.boolean("parallel_tool_calls");
   f.string("service_tier", 64);
   if (const nlohmann::json* m = f.get("metadata"); m && !m->is_object()) f.bad("metadata", "must be an object");
-  std::optional<int64_t> mt = f.integer("max_tokens", 1, lim.max_tokens);
-  if (!mt) mt = f.integer("max_completion_tokens", 1, lim.max_tokens);
-  r.max_tokens = static_cast<int>(mt.value_or(std::min(default_max_tokens, lim.max_tokens)));
-  // OpenAI's defaults: temperature 1, top_p 1 (no filter); top_k and min_p are extensions (off).
-  r.sampler.temp = static_cast<float>(f.number("temperature", 0.0, 2.0).value_or(1.0));
-  r.sampler.top_p = static_cast<float>(f.number("top_p", 0.0, 1.0, true).value_or(1.0));
-  r.sampler.top_k = static_cast<int>(f.integer("top_k", 0, std::max(lim.n_vocab, 1)).value_or(0));
-  r.sampler.min_p = static_cast<float>(f.number("min_p", 0.0, 1.0).value_or(0.0));
-  if (r.sampler.min_p >= 1.0f) f.bad("min_p", "must be below 1");
-  if (auto s = f.integer("seed", INT64_MIN, INT64_MAX)) {
-    r.sampler.seed = static_cast<uint64_t>(*s);
-    r.seeded = true;
+  r.n = static_cast<int>(f.integer("n", 1, lim.max_choices).value_or(1));
+  // Log-probabilities: completions' `logprobs` is the number of most likely tokens (0 lists none
+  // but still gives each token's own); chat's is a boolean, with `top_logprobs` the number.
+  if (r.chat) {
+    const bool on = f.boolean("logprobs").value_or(false);
+    const auto top = f.integer("top_logprobs", 0, lim.max_logprobs);
+    if (top && !on) f.bad("top_logprobs", "needs 'logprobs': true");
+    if (on) r.logprobs = static_cast<int>(top.value_or(0));
+  } else {
+    if (const nlohmann::json* lp = f.get("logprobs")) {
+      if (lp->is_boolean() && !lp->get<bool>()) {
+        // false: none (as null)
+      } else if (auto n = f.integer("logprobs", 0, lim.max_logprobs)) {
+        r.logprobs = static_cast<int>(*n);
+      }
+    }
+    r.echo = f.boolean("echo").value_or(false);
   }
+  // max_tokens 0 asks for no answer: only meaningful when the prompt comes back (echo), the way
+  // lm-eval's loglikelihood scores a prompt.
+  const int64_t min_tokens = r.echo ? 0 : 1;
+  std::optional<int64_t> mt = f.integer("max_tokens", min_tokens, lim.max_tokens);
+  if (!mt) mt = f.integer("max_completion_tokens", min_tokens, lim.max_tokens);
+  r.max_tokens = static_cast<int>(mt.value_or(std::min(default_max_tokens, lim.max_tokens)));
+  parse_sampling(f, lim, r);
   r.stop = parse_stop(f, lim);
   r.ignore_eos = f.boolean("ignore_eos").value_or(false);
   r.stream = f.boolean("stream").value_or(false);
@@ -358,55 +357,94 @@ bool valid_context_id(const std::string& id) {
   return true;
 }
 
+namespace {
+
+// A route's own fields and the sampling fields (sampling_fields.h), for JsonFields::allow_only.
+std::vector<std::string_view> with_sampling_fields(std::initializer_list<std::string_view> own) {
+  std::vector<std::string_view> all(own);
+  const auto more = sampling_field_names();
+  all.insert(all.end(), more.begin(), more.end());
+  return all;
+}
+
+// One prompt of token ids (`what` names it in messages: "prompt" or "prompt[2]").
+std::vector<int32_t> prompt_ids(const JsonFields& f, const nlohmann::json& a, const RequestLimits& lim,
+                                const std::string& what) {
+  if (a.empty()) f.bad("prompt", fmt::format("{}must not be empty", what == "prompt" ? "" : what + " "));
+  if (a.size() > static_cast<size_t>(lim.max_prompt_tokens))
+    throw bad_request(fmt::format("{} has {} tokens, more than this server's limit of {}",
+                                  what == "prompt" ? "the prompt" : what, a.size(), lim.max_prompt_tokens),
+                      "prompt", "context_length_exceeded");
+  std::vector<int32_t> ids;
+  ids.reserve(a.size());
+  for (const auto& t : a) {
+    if (!t.is_number_integer() && !t.is_number_unsigned())
+      f.bad("prompt", fmt::format("token ids must be integers, got {} in {}", json_type_name(t), what));
+    const int64_t id = t.is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(t.get<uint64_t>(), INT64_MAX))
+                                              : t.get<int64_t>();
+    if (id < 0 || id >= lim.n_vocab)
+      f.bad("prompt", fmt::format("token id {} is outside the vocabulary (0..{})", id, lim.n_vocab - 1));
+    ids.push_back(static_cast<int32_t>(id));
+  }
+  return ids;
+}
+
+}  // namespace
+
 GenerateRequest parse_completion(const nlohmann::json& body, const RequestLimits& lim) {
   JsonFields f(body);
-  f.allow_only({"model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "min_p", "n", "best_of", "stream",
-                "stream_options", "stop", "seed", "user", "logprobs", "echo", "suffix", "presence_penalty",
-                "frequency_penalty", "logit_bias", "kv_compression", "context_id", "ignore_eos", "metadata", "store",
-                "service_tier", "parallel_tool_calls", "prompt_cache_key", "safety_identifier"});
+  f.allow_only(with_sampling_fields({"model", "prompt", "max_tokens", "n", "stream", "stream_options", "stop", "user",
+                                     "logprobs", "echo", "suffix", "kv_compression", "context_id", "ignore_eos",
+                                     "metadata", "store", "service_tier", "parallel_tool_calls", "prompt_cache_key",
+                                     "safety_identifier"}));
   GenerateRequest r;
   parse_common(f, lim, r, lim.default_max_tokens_completion);
   const nlohmann::json* p = f.get("prompt");
   if (!p) f.bad("prompt", "is required");
-  // A string, an array of one string, an array of token ids, or an array of one array of ids.
-  const nlohmann::json* one = p;
-  if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) one = &(*p)[0];
-  if (one->is_string()) {
-    r.prompt = one->get<std::string>();
-  } else if (one->is_array()) {
-    if (one->empty()) f.bad("prompt", "must not be empty");
-    if (one->size() > static_cast<size_t>(lim.max_prompt_tokens))
-      throw bad_request(fmt::format("the prompt has {} tokens, more than this server's limit of {}", one->size(),
-                                    lim.max_prompt_tokens),
-                        "prompt", "context_length_exceeded");
-    std::vector<int32_t> ids;
-    for (const auto& t : *one) {
-      if (t.is_string() || t.is_array())
-        f.bad("prompt", "holds several prompts; this server answers one prompt per request");
-      if (!t.is_number_integer() && !t.is_number_unsigned())
-        f.bad("prompt", fmt::format("token ids must be integers, got {}", json_type_name(t)));
-      const int64_t id = t.is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(t.get<uint64_t>(), INT64_MAX))
-                                                : t.get<int64_t>();
-      if (id < 0 || id >= lim.n_vocab)
-        f.bad("prompt", fmt::format("token id {} is outside the vocabulary (0..{})", id, lim.n_vocab - 1));
-      ids.push_back(static_cast<int32_t>(id));
+  // A string, an array of token ids, or an array of prompts (strings or arrays of token ids).
+  if (p->is_string()) {
+    r.prompts.push_back({p->get<std::string>(), std::nullopt});
+  } else if (p->is_array()) {
+    if (p->empty()) f.bad("prompt", "must not be empty");
+    const bool several = (*p)[0].is_string() || (*p)[0].is_array();
+    if (!several) {
+      r.prompts.push_back({"", prompt_ids(f, *p, lim, "prompt")});
+    } else {
+      if (static_cast<int64_t>(p->size()) * r.n > lim.max_choices)
+        f.bad("prompt", fmt::format("holds {} prompts; with n = {} that is more than this server's {} choices per request",
+                                    p->size(), r.n, lim.max_choices));
+      for (size_t i = 0; i < p->size(); ++i) {
+        const nlohmann::json& one = (*p)[i];
+        if (one.is_string()) {
+          r.prompts.push_back({one.get<std::string>(), std::nullopt});
+        } else if (one.is_array()) {
+          r.prompts.push_back({"", prompt_ids(f, one, lim, fmt::format("prompt[{}]", i))});
+        } else {
+          f.bad("prompt", fmt::format("must be a string, an array of token ids or an array of prompts (strings or "
+                                      "arrays of token ids); prompt[{}] is {}",
+                                      i, json_type_name(one)));
+        }
+      }
     }
-    r.prompt_ids = std::move(ids);
   } else {
-    f.bad("prompt", fmt::format("must be a string, an array of token ids or an array of one string, got {}",
-                                p->is_array() ? "an array of several prompts" : json_type_name(*p)));
+    f.bad("prompt", fmt::format("must be a string, an array of token ids or an array of prompts, got {}",
+                                json_type_name(*p)));
   }
+  if (static_cast<int64_t>(r.prompts.size()) * r.n > lim.max_choices)
+    f.bad("n", fmt::format("{} prompts x n = {} is more than this server's {} choices per request", r.prompts.size(), r.n,
+                           lim.max_choices));
+  if (r.max_tokens == 0 && !r.echo) f.bad("max_tokens", "must be at least 1 (0 only with echo)");
   return r;
 }
 
 GenerateRequest parse_chat(const nlohmann::json& body, const RequestLimits& lim) {
   JsonFields f(body);
-  f.allow_only({"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "min_p", "n",
-                "stream", "stream_options", "stop", "seed", "user", "logprobs", "top_logprobs", "presence_penalty",
-                "frequency_penalty", "logit_bias", "response_format", "tools", "tool_choice", "parallel_tool_calls",
-                "store", "metadata", "service_tier", "kv_compression", "context_id", "ignore_eos", "modalities", "audio",
-                "prediction", "reasoning_effort", "verbosity", "web_search_options", "prompt_cache_key",
-                "safety_identifier", "functions", "function_call"});
+  f.allow_only(with_sampling_fields({"model", "messages", "max_tokens", "max_completion_tokens", "n", "stream",
+                                     "stream_options", "stop", "user", "logprobs", "top_logprobs", "response_format",
+                                     "tools", "tool_choice", "parallel_tool_calls", "store", "metadata", "service_tier",
+                                     "kv_compression", "context_id", "ignore_eos", "modalities", "audio", "prediction",
+                                     "reasoning_effort", "verbosity", "web_search_options", "prompt_cache_key",
+                                     "safety_identifier", "functions", "function_call"}));
   GenerateRequest r;
   r.chat = true;
   parse_common(f, lim, r, lim.default_max_tokens_chat);

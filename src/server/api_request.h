@@ -25,11 +25,14 @@ struct RequestLimits {
   int default_max_tokens_chat = 256;        // when a chat request gives none
   int ctx_size = 8192;                      // positions a sequence may reach (prompt + answer)
   int max_messages = 1024;
-  int max_stop = 4;
+  int max_stop = 64;                        // stop strings
   size_t max_stop_bytes = 256;
+  int max_choices = 128;                    // prompts x n in one request
+  int max_logprobs = 20;                    // most likely tokens listed per position
+  int max_logit_bias = 1024;                // logit_bias entries
   int n_vocab = 0;                          // token ids in prompts must be below this
-  // JSON values one body may hold: a prompt of token ids, messages and their fields.
-  size_t max_json_values() const { return static_cast<size_t>(max_prompt_tokens) + 16 * max_messages + 4096; }
+  // JSON values one body may hold: prompts of token ids (4 of the longest), messages and their fields.
+  size_t max_json_values() const { return 4 * static_cast<size_t>(max_prompt_tokens) + 16 * max_messages + 4096; }
 };
 
 // `kv_compression`: anything `kvshrink run` accepts (press, keep | budget | quality, sinks,
@@ -43,16 +46,26 @@ Compression parse_compression(const nlohmann::json& j, const std::string& param 
 // The `full` press (no compression), echoed as {"press": "full"}.
 Compression no_compression();
 
+// One prompt of /v1/completions: text, or token ids (used as they are: no BOS added).
+struct PromptInput {
+  std::string text;
+  std::optional<std::vector<int32_t>> ids;
+};
+
 struct GenerateRequest {
   bool chat = false;  // /v1/chat/completions
   std::string model;
   std::optional<std::string> context_id;
-  // /v1/completions: the prompt as text, or as token ids.
-  std::string prompt;
-  std::optional<std::vector<int32_t>> prompt_ids;
+  // /v1/completions: one or more prompts (an array of prompts gives one choice per prompt x n).
+  std::vector<PromptInput> prompts;
   // /v1/chat/completions
   std::vector<ChatMessage> messages;
-  int max_tokens = 16;
+  int n = 1;              // samples per prompt
+  bool echo = false;      // /v1/completions: the prompt is given back before the answer
+  // -1: no log-probabilities; else the number of most likely tokens listed per position
+  // (completions' `logprobs`: N; chat's `logprobs: true` with `top_logprobs`: N).
+  int logprobs = -1;
+  int max_tokens = 16;    // 0 only with echo (scoring the prompt)
   SamplerParams sampler;
   bool seeded = false;  // a seed was given (else the server draws one)
   std::vector<std::string> stop;

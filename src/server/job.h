@@ -9,10 +9,12 @@
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "runtime/session.h"
+#include "runtime/token_logprobs.h"
 #include "server/api_error.h"
 #include "server/api_request.h"
 #include "server/served_context.h"
@@ -27,6 +29,9 @@ struct JobInput {
   Compression compression;      // of a fresh prompt (its last token is the question) or of a new context
   AnswerOptions answer;         // Generate
   ContextInfo context;          // CreateContext: format, roles and compression echo of the new context
+  // Generate with echo + logprobs: the log-probability of every prompt token after the first
+  // (answer.logprobs most likely tokens each); see Job::prompt_logprobs().
+  bool score_prompt = false;
 };
 
 // What a finished generation used (OpenAI's usage plus the KV figures).
@@ -51,6 +56,8 @@ struct JobSnapshot {
   uint64_t version = 0;
   std::string text;             // generated so far (Generate)
   int64_t n_generated = 0;
+  size_t n_logprobs = 0;        // generated tokens' log-probabilities published (Job::logprobs)
+  bool prompt_scored = false;   // Job::prompt_logprobs() is set (JobInput::score_prompt, once prefilled)
   std::string finish_reason;    // "stop" | "length" when Done
   JobUsage usage;
   std::optional<ApiError> error;   // when Failed
@@ -79,8 +86,18 @@ class Job {
   // Scheduler side.
   void update(const std::function<void(JobSnapshot&)>& fn);
   void fail(const ApiError& e);
+  // Appends generated tokens' log-probabilities (append-only, so that a streamed answer copies
+  // only what is new) and sets the snapshot's n_logprobs; sets the prompt's (before Done).
+  void add_logprobs(std::span<const TokenLogprob> more);
+  void set_prompt_logprobs(std::vector<TokenLogprob> lp);
+
+  // Handler side: entries [from, to) of the generated tokens' log-probabilities; the prompt's
+  // (JobInput::score_prompt; entry k scores prompt token k + 1).
+  std::vector<TokenLogprob> logprobs(size_t from, size_t to);
+  std::vector<TokenLogprob> prompt_logprobs();
 
  private:
+  std::vector<TokenLogprob> logprobs_, prompt_logprobs_;
   std::atomic<bool> cancelled_{false};
   std::mutex mu_;
   std::condition_variable cv_;        // every update

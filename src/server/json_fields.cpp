@@ -26,6 +26,10 @@ JsonFields::JsonFields(const nlohmann::json& obj, std::string prefix) : j_(obj),
 }
 
 void JsonFields::allow_only(std::initializer_list<std::string_view> known) const {
+  allow_only(std::span<const std::string_view>(known.begin(), known.size()));
+}
+
+void JsonFields::allow_only(std::span<const std::string_view> known) const {
   for (const auto& [k, v] : j_.items()) {
     bool ok = false;
     for (std::string_view n : known) ok = ok || k == n;

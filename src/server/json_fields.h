@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -22,6 +23,7 @@ class JsonFields {
 
   // Refuses fields not in `known` (a misspelt option must not be silently ignored).
   void allow_only(std::initializer_list<std::string_view> known) const;
+  void allow_only(std::span<const std::string_view> known) const;
 
   bool has(std::string_view key) const;            // present and not null
   const nlohmann::json* get(std::string_view key) const;  // null when absent or null

@@ -21,11 +21,20 @@ struct Scheduler::Active {
   std::unique_ptr<ContextBuilder> builder;        // a context being built (or a compressed prompt)
   std::shared_ptr<const BuiltContext> built;      // the compressed prompt an answer continues
   std::unique_ptr<AnswerStepper> answer;
+  // A compressed prompt whose tokens are scored (echo + logprobs): the full-cache pass over the
+  // context that scores its tokens, run first on a cache of its own, then dropped.
+  std::unique_ptr<AnswerStepper> scorer;
+  std::vector<TokenLogprob> context_lp;           // what the scorer recorded
   size_t reserved = 0;                            // pages (admission control)
   Timer t;                                        // since admission
   double queued_s = 0, first_token_s = -1;
   size_t published = 0;                           // tokens published to the job
-  Stepper* stepper() { return answer ? static_cast<Stepper*>(answer.get()) : builder.get(); }
+  size_t published_lp = 0;                        // of their log-probabilities
+  bool prompt_published = false;                  // Job::set_prompt_logprobs done
+  Stepper* stepper() {
+    if (scorer) return scorer.get();
+    return answer ? static_cast<Stepper*>(answer.get()) : builder.get();
+  }
 };
 
 namespace {
@@ -199,7 +208,9 @@ size_t Scheduler::estimate_pages(const JobInput& in, const ServedContext* ctx) c
     // A fresh sequence: every head holds at most every token of the prompt and the answer; a
     // compressed prompt compacts its own (unshared) pages in place.
     const bool compressed = !in.compression.spec.press.is_full();
-    return heads * (ceil_div(n + m, pt) + (compressed ? 2 : 0));
+    // A compressed prompt whose tokens are scored holds the scorer's full cache of it first.
+    const size_t scorer = compressed && in.score_prompt ? heads * (ceil_div(n, pt) + 1) : 0;
+    return heads * (ceil_div(n + m, pt) + (compressed ? 2 : 0)) + scorer;
   }
   // A fork of a stored context: the shared last page is copied at the first append, then the
   // question and answer take fresh pages; decode-time eviction or a memory trigger compacts shared
@@ -389,10 +400,22 @@ void Scheduler::admit() {
                                                     in.answer, ctx->built);
       } else if (!in.compression.spec.press.is_full() && in.tokens.size() >= 2) {
         std::vector<int32_t> head(in.tokens.begin(), in.tokens.end() - 1);
+        if (in.score_prompt) {
+          // The context's tokens are scored by an uncompressed pass over them and the first token
+          // after them (docs/server.md, "Log-probabilities, echo and scoring under compression").
+          AnswerOptions o;
+          o.max_new_tokens = 0;
+          o.logprobs = in.answer.logprobs;
+          o.score_question = true;
+          std::vector<int32_t> scored(in.tokens.begin(), in.tokens.begin() + static_cast<std::ptrdiff_t>(head.size()) + 1);
+          a->scorer = std::make_unique<AnswerStepper>(engine_, Sequence{}, no_compression().spec, std::move(scored), o);
+        }
         a->builder = std::make_unique<ContextBuilder>(engine_, in.compression.spec, std::move(head));
       } else {
         // No compression (a one-token prompt has no context to compress).
-        a->answer = std::make_unique<AnswerStepper>(engine_, Sequence{}, no_compression().spec, in.tokens, in.answer);
+        AnswerOptions o = in.answer;
+        o.score_question = in.score_prompt;
+        a->answer = std::make_unique<AnswerStepper>(engine_, Sequence{}, no_compression().spec, in.tokens, o);
       }
     } catch (const std::exception& e) {
       job->fail(bad_request(e.what()));
@@ -474,6 +497,12 @@ void Scheduler::step() {
   for (auto it = active_.begin(); it != active_.end();) {
     Active& a = **it;
     bool done = bad.count(a.stepper()) > 0;
+    if (!done && a.scorer && a.scorer->phase() == Stepper::Phase::Done) {
+      a.context_lp = a.scorer->question_logprobs();
+      a.scorer.reset();  // its cache goes back to the pool; the press's own prefill starts next step
+      ++it;
+      continue;
+    }
     if (!done && a.builder && !a.answer && a.builder->phase() == Stepper::Phase::Done) {
       if (a.job->input.kind == JobInput::Kind::CreateContext) {
         finish(a);
@@ -508,8 +537,24 @@ void Scheduler::step() {
   }
 }
 
+void Scheduler::publish_prompt_scores(Active& a) {
+  if (!a.job->input.score_prompt || a.prompt_published || !a.answer || a.answer->phase() == Stepper::Phase::Prefill) return;
+  // Entry k scores prompt token k + 1: the context's tokens from the scorer's full pass, then
+  // the tokens fed after it on the compressed cache (all of them when nothing was compressed).
+  std::vector<TokenLogprob> lp = std::move(a.context_lp);
+  const auto& q = a.answer->question_logprobs();
+  lp.insert(lp.end(), q.begin(), q.end());
+  a.job->set_prompt_logprobs(std::move(lp));
+  a.prompt_published = true;
+}
+
 void Scheduler::publish(Active& a) {
+  publish_prompt_scores(a);
   if (a.answer->tokens().size() == a.published) return;
+  if (const auto& lp = a.answer->token_logprobs(); lp.size() > a.published_lp) {
+    a.job->add_logprobs(std::span<const TokenLogprob>(lp).subspan(a.published_lp));
+    a.published_lp = lp.size();
+  }
   a.published = a.answer->tokens().size();
   const std::string text = a.answer->text();
   const int64_t n = static_cast<int64_t>(a.published);
@@ -591,6 +636,11 @@ void Scheduler::finish(Active& a) {
   metrics_.tokens(static_cast<int64_t>(in.tokens.size()), u.completion_tokens);
   const std::string text = ans.text();
   const std::string reason = ans.finish_reason() == FinishReason::Stop ? "stop" : "length";
+  if (const auto& lp = ans.token_logprobs(); lp.size() > a.published_lp) {
+    a.job->add_logprobs(std::span<const TokenLogprob>(lp).subspan(a.published_lp));
+    a.published_lp = lp.size();
+  }
+  publish_prompt_scores(a);
   a.job->update([&](JobSnapshot& s) {
     s.state = JobSnapshot::State::Done;
     s.text = text;

@@ -94,6 +94,7 @@ class Scheduler {
   void count_unfinished(const Active& a);  // tokens of a job that leaves without finish()
   void step();
   void publish(Active& a);
+  void publish_prompt_scores(Active& a);  // once the prompt is prefilled (JobInput::score_prompt)
   void finish(Active& a);
   void fail(Active& a, const std::string& message, bool out_of_memory);
   void publish_gauges();

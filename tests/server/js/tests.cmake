@@ -7,7 +7,7 @@ if(TARGET kvshrink)
   if(KVS_NODE AND KVS_NPM)
     set(js_dir ${PROJECT_BINARY_DIR}/server_js)
     set(js_model ${KVS_TEST_DATA}/models/stories260K/stories260K.gguf)
-    foreach(f package.json package-lock.json openai.test.mjs)
+    foreach(f package.json package-lock.json openai.test.mjs scoring.test.mjs)
       configure_file(${CMAKE_CURRENT_LIST_DIR}/${f} ${js_dir}/${f} COPYONLY)
     endforeach()
     add_test(NAME server.npm_ci COMMAND ${KVS_NPM} ci --no-audit --no-fund --prefer-offline WORKING_DIRECTORY ${js_dir})
@@ -15,6 +15,10 @@ if(TARGET kvshrink)
     add_test(NAME server.openai_client COMMAND ${KVS_NODE} --test openai.test.mjs
              WORKING_DIRECTORY ${js_dir})
     set_tests_properties(server.openai_client PROPERTIES FIXTURES_REQUIRED server_js LABELS model TIMEOUT 300
+        ENVIRONMENT "KVSHRINK_BIN=$<TARGET_FILE:kvshrink>;KVSHRINK_MODEL=${js_model}")
+    # Log-probabilities, echo, n and several prompts through the same client.
+    add_test(NAME server.openai_scoring COMMAND ${KVS_NODE} --test scoring.test.mjs WORKING_DIRECTORY ${js_dir})
+    set_tests_properties(server.openai_scoring PROPERTIES FIXTURES_REQUIRED server_js LABELS model TIMEOUT 300
         ENVIRONMENT "KVSHRINK_BIN=$<TARGET_FILE:kvshrink>;KVSHRINK_MODEL=${js_model}")
   else()
     # Missing node/npm must fail the suite, not skip it silently.
