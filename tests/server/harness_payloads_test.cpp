@@ -19,23 +19,13 @@ namespace {
 using json = nlohmann::json;
 using test::Reply;
 
-class HarnessPayloads : public test::StoriesModelSuite {
+class HarnessPayloads : public test::StoriesServerSuite {
  protected:
-  void SetUp() override {
-    if (!server_) server_ = new test::TestServer(*model_, test::test_options());
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-    test::StoriesModelSuite::TearDownTestSuite();
-  }
-  const test::TestServer& srv() { return *server_; }
   // A JSON POST as raw bytes on a fresh connection (closed after the response).
   std::string raw(const std::string& path, const std::string& body) {
     return test::raw_exchange(srv().port(), test::raw_post(path, body, "Connection: close\r\n"));
   }
   std::vector<int32_t> encode(const std::string& s, bool bos = true) { return model_->tokenizer->encode(s, bos, false); }
-  inline static test::TestServer* server_ = nullptr;
 };
 
 // The data: events of a streamed response's body (a chunked body: the events' lines are read

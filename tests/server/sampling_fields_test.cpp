@@ -18,18 +18,9 @@ namespace {
 using json = nlohmann::json;
 using test::Reply;
 
-class SamplingFields : public test::StoriesModelSuite {
+class SamplingFields : public test::StoriesServerSuite {
  protected:
-  void SetUp() override {
-    if (!server_) server_ = new test::TestServer(*model_, test::test_options());
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-    test::StoriesModelSuite::TearDownTestSuite();
-  }
-  Reply post(const json& b, const char* path = "/v1/completions") { return test::post(*server_, path, b); }
-  inline static test::TestServer* server_ = nullptr;
+  Reply post(const json& b, const char* path = "/v1/completions") { return test::post(srv(), path, b); }
 };
 
 TEST_F(SamplingFields, PenaltiesAndLogitBiasChangeTheGreedyAnswer) {
@@ -138,7 +129,7 @@ TEST_F(SamplingFields, NSamplesAndPromptArrays) {
   // Streamed: every choice's chunks carry its index; each index finishes once.
   json st = arr;
   st["stream"] = true;
-  httplib::Client cl = server_->client();
+  httplib::Client cl = srv().client();
   std::string body;
   auto res = cl.Post("/v1/completions", st.dump(), "application/json");
   ASSERT_TRUE(res);

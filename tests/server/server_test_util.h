@@ -101,6 +101,22 @@ struct TestServer {
   }
 };
 
+// One server with test_options() on stories260K, started by the suite's first test and shared
+// by its tests (`class MySuite : public test::StoriesServerSuite {};`, then srv()).
+class StoriesServerSuite : public StoriesModelSuite {
+ protected:
+  void SetUp() override {
+    if (!server_) server_ = new TestServer(*model_, test_options());
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+    StoriesModelSuite::TearDownTestSuite();
+  }
+  const TestServer& srv() const { return *server_; }
+  inline static TestServer* server_ = nullptr;
+};
+
 struct Reply {
   int status = 0;
   nlohmann::json json;

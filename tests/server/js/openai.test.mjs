@@ -5,42 +5,19 @@
 // the model; every server listens on a free loopback port.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { writeFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
+import { BIN, MODEL, startServer } from './server_process.mjs';
 
-const BIN = process.env.KVSHRINK_BIN;
-const MODEL = process.env.KVSHRINK_MODEL;
 // About 130 tokens: compression at keep 0.5 frees whole pages (32 tokens per page).
 const STORY =
   'Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her ' +
   'friends. One day, she saw a big red ball under a tree. She wanted to play with it, but it was too high. ' +
   'Lily asked her mom for help. Her mom smiled and took the ball down from the tree. Lily was very happy. ' +
   'She played with the ball all day long, and when the sun went down, she went home and had a warm bath.';
-
-// Starts a server; resolves with its base URL once it prints the port it listens on.
-function startServer(extra = []) {
-  return new Promise((resolve, reject) => {
-    const args = ['serve', '-m', MODEL, '--port', '0', '-t', '2', '--ctx-size', '1024', '--max-tokens', '400', ...extra];
-    const proc = spawn(BIN, args, { stdio: ['ignore', 'ignore', 'pipe'] });
-    let err = '';
-    const timer = setTimeout(() => reject(new Error('server did not start: ' + err)), 30000);
-    proc.stderr.on('data', (d) => {
-      err += d.toString();
-      const m = err.match(/listening on (http:\/\/127\.0\.0\.1:\d+)/);
-      if (m) {
-        clearTimeout(timer);
-        resolve({ proc, url: m[1] });
-      }
-    });
-    proc.on('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`server exited (${code}): ${err}`));
-    });
-  });
-}
 
 // SIGTERM; resolves with how the process ended ({code, signal}: a graceful stop exits with code 0).
 function stopServer(s) {

@@ -4,32 +4,8 @@
 // listens on a free loopback port.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import OpenAI from 'openai';
-
-const BIN = process.env.KVSHRINK_BIN;
-const MODEL = process.env.KVSHRINK_MODEL;
-
-function startServer() {
-  return new Promise((resolve, reject) => {
-    const args = ['serve', '-m', MODEL, '--port', '0', '-t', '2', '--ctx-size', '1024', '--max-tokens', '400'];
-    const proc = spawn(BIN, args, { stdio: ['ignore', 'ignore', 'pipe'] });
-    let err = '';
-    const timer = setTimeout(() => reject(new Error('server did not start: ' + err)), 30000);
-    proc.stderr.on('data', (d) => {
-      err += d.toString();
-      const m = err.match(/listening on (http:\/\/127\.0\.0\.1:\d+)/);
-      if (m) {
-        clearTimeout(timer);
-        resolve({ proc, url: m[1] });
-      }
-    });
-    proc.on('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`server exited (${code}): ${err}`));
-    });
-  });
-}
+import { BIN, MODEL, startServer } from './server_process.mjs';
 
 let srv;
 let client;
