@@ -152,14 +152,14 @@ void AnswerStepper::sample(std::span<const float> logits) {
   const Tokenizer& tok = *engine_.model().tokenizer;
   const int32_t next = presampled_ >= 0 ? presampled_ : sampler_.sample(logits);
   presampled_ = -1;
+  // An end-of-generation token is listed with the log-probabilities too (as vLLM lists it), not
+  // in the tokens or the text.
+  if (opt_.logprobs >= 0) token_lp_.push_back(score_token(logits, next, opt_.logprobs));
   if (opt_.stop_at_eog && tok.is_eog(next)) {
-    // Listed with the log-probabilities (as vLLM lists it), not in the tokens or the text.
-    if (opt_.logprobs >= 0) token_lp_.push_back(score_token(logits, next, opt_.logprobs));
     phase_ = Phase::Done;
     finish_ = FinishReason::Stop;
     return;
   }
-  if (opt_.logprobs >= 0) token_lp_.push_back(score_token(logits, next, opt_.logprobs));
   sampler_.accept(next);
   tokens_.push_back(next);
   const size_t before = text_.size();

@@ -14,13 +14,18 @@ int32_t argmax(std::span<const float> logits) {
   return static_cast<int32_t>(kernels::argmax_f32(logits.data(), static_cast<int64_t>(logits.size())));
 }
 
-double token_nll(std::span<const float> logits, int32_t token) {
-  KVS_ASSERT(token >= 0 && static_cast<size_t>(token) < logits.size());
+double log_sum_exp(std::span<const float> logits) {
+  KVS_ASSERT(!logits.empty());
   float mx = logits[0];
   for (float x : logits) mx = std::max(mx, x);
   double z = 0;
   for (float x : logits) z += std::exp(static_cast<double>(x - mx));
-  return std::log(z) + mx - logits[static_cast<size_t>(token)];
+  return std::log(z) + mx;
+}
+
+double token_nll(std::span<const float> logits, int32_t token) {
+  KVS_ASSERT(token >= 0 && static_cast<size_t>(token) < logits.size());
+  return log_sum_exp(logits) - logits[static_cast<size_t>(token)];
 }
 
 Sampler::Sampler(const SamplerParams& p) : p_(p), rng_(p.seed) {

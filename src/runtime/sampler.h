@@ -63,6 +63,8 @@ void apply_logit_adjustments(std::span<float> logits, const SamplerParams& p, co
 
 // Index of the largest logit (lowest index on ties; a NaN is never chosen, 0 if all are NaN).
 int32_t argmax(std::span<const float> logits);
+// log sum_i exp(logits[i]), in double (the max subtracted first).
+double log_sum_exp(std::span<const float> logits);
 // -log softmax(logits)[token], in double.
 double token_nll(std::span<const float> logits, int32_t token);
 

@@ -1,19 +1,15 @@
 #include "runtime/token_logprobs.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include "core/error.h"
+#include "runtime/sampler.h"
 
 namespace kvs {
 
 TokenLogprob score_token(std::span<const float> logits, int32_t token, int top_n) {
   KVS_ASSERT(!logits.empty() && token >= 0 && static_cast<size_t>(token) < logits.size());
-  float mx = -INFINITY;
-  for (float x : logits) mx = std::max(mx, x);
-  double z = 0;
-  for (float x : logits) z += std::exp(static_cast<double>(x) - mx);
-  const double lse = static_cast<double>(mx) + std::log(z);
+  const double lse = log_sum_exp(logits);
   auto lp = [&](int32_t t) { return static_cast<float>(static_cast<double>(logits[static_cast<size_t>(t)]) - lse); };
   TokenLogprob out;
   out.token = token;

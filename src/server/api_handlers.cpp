@@ -11,6 +11,7 @@
 #include <random>
 
 #include "core/error.h"
+#include "core/rng.h"
 #include "server/bounded_tokenize.h"
 #include "server/chat_prompt.h"
 #include "server/connection_watch.h"
@@ -156,7 +157,6 @@ struct Stream {
       nlohmann::json j = chunk(c, "", "");
       j["choices"][0]["delta"] = {{"role", "assistant"}, {"content", ""}};
       out += sse(j);
-      c.sent_role = true;
     }
     c.sent_role = true;
     if (s.state == JobSnapshot::State::Failed) {
@@ -265,13 +265,12 @@ struct Stream {
   }
 };
 
-// choice (prompt p, sample j)'s seed: the request's for sample 0, then a splitmix64 mix of it and j.
+// choice (prompt p, sample j)'s seed: the request's for sample 0, then the j-th word of SplitMix64(seed).
 uint64_t sample_seed(uint64_t seed, int j) {
-  if (j == 0) return seed;
-  uint64_t z = seed + static_cast<uint64_t>(j) * 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
+  SplitMix64 mix(seed);
+  uint64_t z = seed;
+  for (int i = 0; i < j; ++i) z = mix.next();
+  return z;
 }
 
 }  // namespace
@@ -293,6 +292,17 @@ void HttpServer::handle_generate(const httplib::Request&, httplib::Response& res
   std::vector<Choice> choices;
   auto cancel_all = [&] {
     for (Choice& c : choices) c.job->cancel();
+  };
+  // A choice that failed or was cancelled ends the request: the others are cancelled and the
+  // reply is its error (499 when the client left). False while it is queued, running or done.
+  auto ended = [&](const JobSnapshot& s) {
+    if (s.state != JobSnapshot::State::Failed && s.state != JobSnapshot::State::Cancelled) return false;
+    cancel_all();
+    if (s.state == JobSnapshot::State::Failed)
+      send_error(res, *s.error);
+    else
+      res.status = 499;
+    return true;
   };
   try {
     const RequestLimits& lim = opt_.limits;
@@ -395,16 +405,7 @@ void HttpServer::handle_generate(const httplib::Request&, httplib::Response& res
     for (Choice& c : choices) sched_.submit(c.job);
     const ConnectionWatch watch;
     for (Choice& c : choices) {
-      const JobSnapshot first = await(*c.job, watch, admitted);
-      if (first.state == JobSnapshot::State::Failed) {
-        cancel_all();
-        return send_error(res, *first.error);
-      }
-      if (first.state == JobSnapshot::State::Cancelled) {
-        cancel_all();
-        res.status = 499;
-        return;
-      }
+      if (ended(await(*c.job, watch, admitted))) return;
     }
     const std::string id = fmt::format("{}-{:016x}", chat ? "chatcmpl" : "cmpl", random_u64());
     const int64_t created = static_cast<int64_t>(std::time(nullptr));
@@ -438,15 +439,7 @@ void HttpServer::handle_generate(const httplib::Request&, httplib::Response& res
     std::vector<JobUsage> usage;
     for (Choice& c : choices) {
       const JobSnapshot s = await(*c.job, watch, finished);
-      if (s.state == JobSnapshot::State::Failed) {
-        cancel_all();
-        return send_error(res, *s.error);
-      }
-      if (s.state == JobSnapshot::State::Cancelled) {
-        cancel_all();
-        res.status = 499;
-        return;
-      }
+      if (ended(s)) return;
       usage.push_back(s.usage);
       nlohmann::json choice;
       choice["index"] = c.index;

@@ -548,13 +548,17 @@ void Scheduler::publish_prompt_scores(Active& a) {
   a.prompt_published = true;
 }
 
-void Scheduler::publish(Active& a) {
-  publish_prompt_scores(a);
-  if (a.answer->tokens().size() == a.published) return;
+void Scheduler::publish_token_logprobs(Active& a) {
   if (const auto& lp = a.answer->token_logprobs(); lp.size() > a.published_lp) {
     a.job->add_logprobs(std::span<const TokenLogprob>(lp).subspan(a.published_lp));
     a.published_lp = lp.size();
   }
+}
+
+void Scheduler::publish(Active& a) {
+  publish_prompt_scores(a);
+  if (a.answer->tokens().size() == a.published) return;
+  publish_token_logprobs(a);
   a.published = a.answer->tokens().size();
   const std::string text = a.answer->text();
   const int64_t n = static_cast<int64_t>(a.published);
@@ -636,10 +640,7 @@ void Scheduler::finish(Active& a) {
   metrics_.tokens(static_cast<int64_t>(in.tokens.size()), u.completion_tokens);
   const std::string text = ans.text();
   const std::string reason = ans.finish_reason() == FinishReason::Stop ? "stop" : "length";
-  if (const auto& lp = ans.token_logprobs(); lp.size() > a.published_lp) {
-    a.job->add_logprobs(std::span<const TokenLogprob>(lp).subspan(a.published_lp));
-    a.published_lp = lp.size();
-  }
+  publish_token_logprobs(a);
   publish_prompt_scores(a);
   a.job->update([&](JobSnapshot& s) {
     s.state = JobSnapshot::State::Done;

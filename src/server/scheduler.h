@@ -95,6 +95,7 @@ class Scheduler {
   void step();
   void publish(Active& a);
   void publish_prompt_scores(Active& a);  // once the prompt is prefilled (JobInput::score_prompt)
+  void publish_token_logprobs(Active& a);  // the answer's log-probabilities not yet in the job
   void finish(Active& a);
   void fail(Active& a, const std::string& message, bool out_of_memory);
   void publish_gauges();
